@@ -1,0 +1,1 @@
+"""Backends: one module per implementation of the core protocols; imported lazily by name."""

@@ -1,0 +1,60 @@
+"""FAISS flat inner-product index with int64 ids (IndexIDMap2 over IndexFlatIP)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.errors import MissingExtraError
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError as exc:
+        raise MissingExtraError(
+            "the FAISS index needs faiss-cpu: pip install 'epic-edge[cpu]' "
+            "(or use index backend 'numpy')"
+        ) from exc
+    return faiss
+
+
+class FaissIndex:
+    """Exact top-k by inner product; re-adding an id replaces its vector."""
+
+    def __init__(self, dim: int) -> None:
+        faiss = _faiss()
+        self.dim = dim
+        self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], model_dir: Path) -> FaissIndex:
+        return cls(int(config["dim"]))
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
+        if len(ids) == 0:
+            return
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(ids), self.dim)
+        self.remove(ids)  # add_with_ids accepts duplicates silently
+        self._index.add_with_ids(vectors, ids)
+
+    def remove(self, ids: np.ndarray) -> int:
+        ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
+        if len(ids) == 0 or self._index.ntotal == 0:
+            return 0
+        return int(self._index.remove_ids(ids))
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.dim)
+        n = len(queries)
+        if self._index.ntotal == 0 or k <= 0:
+            return np.full((n, k), -np.inf, np.float32), np.full((n, k), -1, np.int64)
+        scores, ids = self._index.search(queries, k)
+        scores[ids < 0] = -np.inf
+        return scores, ids

@@ -1,0 +1,1 @@
+"""Device profiles (TOML), shipped as package data."""

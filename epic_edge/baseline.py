@@ -1,0 +1,55 @@
+"""Store-everything RAG: every item and its embedding in SQLite, the paper's baseline."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from epic_edge.protocols import Embedder
+from epic_edge.store import to_blob
+from epic_edge.types import Item
+
+
+class StoreEverything:
+    """Keeps every item, embedded as is; measured the same way as a Memory (bytes on disk)."""
+
+    def __init__(self, path: str | Path, embedder: Embedder) -> None:
+        self.path = Path(path)
+        self.embedder = embedder
+        self.conn = sqlite3.connect(str(self.path))
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS items (id INTEGER PRIMARY KEY, text TEXT NOT NULL, "
+            "source TEXT NOT NULL DEFAULT '', embedding BLOB NOT NULL)"
+        )
+        self._texts: list[str] = []
+        self._vectors = np.empty((0, embedder.dim), dtype=np.float32)
+
+    def add(self, items: Sequence[Item], vectors: np.ndarray | None = None) -> None:
+        """Store items; pass `vectors` when they were already embedded."""
+        if vectors is None:
+            vectors = self.embedder.embed([it.text for it in items])
+        with self.conn:
+            self.conn.executemany(
+                "INSERT INTO items(text, source, embedding) VALUES (?, ?, ?)",
+                [(it.text, it.source, to_blob(v)) for it, v in zip(items, vectors)],
+            )
+        self._texts.extend(it.text for it in items)
+        self._vectors = np.concatenate([self._vectors, np.asarray(vectors, np.float32)])
+
+    def search(self, query_vector: np.ndarray, k: int = 5) -> list[tuple[float, str]]:
+        sims = self._vectors @ np.asarray(query_vector, np.float32).reshape(-1)
+        top = np.argsort(-sims, kind="stable")[:k]
+        return [(float(sims[i]), self._texts[i]) for i in top]
+
+    def footprint(self) -> int:
+        """Bytes on disk after a checkpoint."""
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        wal = Path(f"{self.path}-wal")
+        return self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+    def close(self) -> None:
+        self.conn.close()

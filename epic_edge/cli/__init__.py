@@ -1,0 +1,57 @@
+"""Command-line interface of epic-edge: `epic-edge COMMAND --help` for each command."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+from epic_edge.errors import EpicEdgeError
+
+# command -> (module, one-line help); each module has main(argv) -> int
+COMMANDS: dict[str, tuple[str, str]] = {
+    "setup": ("epic_edge.cli.setup", "install the models a device profile needs (offline)"),
+    "demo": ("epic_edge.cli.demo", "build a memory for a sample persona and answer questions"),
+    "prefs": ("epic_edge.cli.prefs", "add, remove or list preferences of a memory"),
+    "ingest": ("epic_edge.cli.ingest", "ingest a JSONL or text file (one item per line)"),
+    "query": ("epic_edge.cli.query", "retrieve memory entries (or the LLM context) for a question"),
+    "info": ("epic_edge.cli.info", "footprint, counts and profile of a memory"),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: epic-edge COMMAND [options]   (epic-edge COMMAND --help for details)", "",
+             "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0
+    if argv[0] in {"-V", "--version"}:
+        from epic_edge import __version__
+
+        print(f"epic-edge {__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"epic-edge: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        return int(module.main(rest) or 0)
+    except EpicEdgeError as exc:
+        print(f"epic-edge {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"epic-edge {name}: interrupted; committed batches are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""`epic-edge ingest FILE`: run a file of items through the EPIC pipeline into a memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tqdm import tqdm
+
+from epic_edge.cli.common import add_memory_options, open_memory, parser
+from epic_edge.datasets import read_items
+from epic_edge.types import BatchStats
+
+
+def main(argv: list[str]) -> int:
+    p = parser("ingest", "Ingest items from a JSONL file (objects with 'text', optional "
+                         "'source' and 'id') or a text file (one item per line).")
+    p.add_argument("file", type=Path, help="items file (.jsonl/.ndjson, or text)")
+    p.add_argument("--batch-size", type=int, default=32, help="items per transaction (32)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_memory_options(p)
+    args = p.parse_args(argv)
+    if not args.file.exists():
+        p.error(f"{args.file} does not exist")
+    total = BatchStats()
+    with open_memory(args) as memory:
+        bar = tqdm(desc="ingest", unit="item", disable=args.quiet)
+        for stats in memory.ingest_batches(read_items(args.file), args.batch_size):
+            total.merge(stats)
+            bar.update(stats.seen)
+            bar.set_postfix(kept=total.kept, llm_calls=total.llm_calls)
+        bar.close()
+    print(format_totals(total))
+    return 0
+
+
+def format_totals(total: BatchStats) -> str:
+    secs = ", ".join(f"{k} {v:.2f}s" for k, v in total.seconds.items())
+    return (f"seen {total.seen}, duplicates {total.duplicates}, rejected {total.rejected}, "
+            f"passed filter {total.passed_filter}, verified {total.verified}, kept {total.kept}, "
+            f"entries added {total.entries_added}, LLM calls {total.llm_calls}\n"
+            f"time: {secs}")

@@ -1,0 +1,30 @@
+"""`epic-edge prefs add|rm|ls`: manage the preferences of a memory."""
+
+from __future__ import annotations
+
+from epic_edge.cli.common import add_memory_options, open_memory, parser
+
+
+def main(argv: list[str]) -> int:
+    p = parser("prefs", "Add, remove or list the stated preferences of a memory.")
+    sub = p.add_subparsers(dest="action", required=True)
+    add = sub.add_parser("add", help="add one or more preferences")
+    add.add_argument("texts", nargs="+", help="preference text(s), quoted")
+    rm = sub.add_parser("rm", help="remove a preference (by id or exact text) and its entries")
+    rm.add_argument("preference", help="preference id (see `prefs ls`) or exact text")
+    sub.add_parser("ls", help="list preferences with their ids")
+    for sp in sub.choices.values():
+        add_memory_options(sp)
+    args = p.parse_args(argv)
+    with open_memory(args) as memory:
+        if args.action == "add":
+            for pref in memory.add_preferences(args.texts):
+                print(f"{pref.id}\t{pref.text}")
+        elif args.action == "rm":
+            key = int(args.preference) if args.preference.isdigit() else args.preference
+            removed = memory.remove_preference(key)
+            print(f"removed preference {args.preference!r} and {removed} entries")
+        else:
+            for pref in memory.preferences():
+                print(f"{pref.id}\t{pref.text}")
+    return 0

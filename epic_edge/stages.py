@@ -1,0 +1,111 @@
+"""The three EPIC stages as small, separately testable pieces: filter, verify, steer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from epic_edge.protocols import Verifier
+from epic_edge.types import Preference, Verdict
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise each row (a zero row stays zero)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A preference that survived the coarse filter for one item, with its cosine."""
+
+    preference: Preference
+    score: float
+
+
+def coarse_filter(
+    item_vectors: np.ndarray,
+    preferences: Sequence[Preference],
+    preference_vectors: np.ndarray,
+    tau: float,
+) -> list[list[Candidate]]:
+    """P_rel(x) = {p : E(x)·E(p) >= tau}, best first, for every item row.
+
+    An item whose list is empty is dropped without any LLM call.
+    """
+    n = len(item_vectors)
+    if n == 0 or len(preferences) == 0:
+        return [[] for _ in range(n)]
+    scores = np.asarray(item_vectors, dtype=np.float32) @ preference_vectors.T
+    result: list[list[Candidate]] = []
+    for row in scores:
+        passing = np.flatnonzero(row >= tau)
+        order = passing[np.argsort(-row[passing], kind="stable")]
+        result.append([Candidate(preferences[j], float(row[j])) for j in order])
+    return result
+
+
+def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) -> Verdict:
+    """Ask the verifier about one coarse-filter survivor; never called with no candidates.
+
+    The verdict is sanitised: only candidate preferences may be kept, and each kept
+    preference must carry a non-empty instruction.
+    """
+    if not candidates:
+        raise ValueError("fine_verify is only for items that passed the coarse filter")
+    prefs = [c.preference for c in candidates]
+    verdict = verifier.verify(item, prefs)
+    allowed = {p.id for p in prefs}
+    kept = [pid for pid in verdict.preference_ids if pid in allowed]
+    kept = [pid for pid in dict.fromkeys(kept) if verdict.instructions.get(pid, "").strip()]
+    if not verdict.keep or not kept:
+        reason = verdict.reason or "verifier kept no candidate preference with an instruction"
+        return Verdict.discard(reason, verdict.llm_calls, verdict.confidence)
+    return Verdict(
+        keep=True,
+        preference_ids=kept,
+        instructions={pid: verdict.instructions[pid].strip() for pid in kept},
+        reason=verdict.reason,
+        confidence=float(min(max(verdict.confidence, 0.0), 1.0)),
+        llm_calls=verdict.llm_calls,
+    )
+
+
+class Steering:
+    """Routes a query to its closest preference and steers it: q~ = norm(E(q) + E(p*)).
+
+    Preference embeddings are given once and cached here; a query costs one
+    (m x d) matrix-vector product.
+    """
+
+    def __init__(self, preferences: Sequence[Preference], vectors: np.ndarray) -> None:
+        self.preferences = list(preferences)
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if len(self.preferences) != len(self.vectors):
+            raise ValueError("one embedding per preference is required")
+
+    def __len__(self) -> int:
+        return len(self.preferences)
+
+    def _closest(self, q: np.ndarray) -> tuple[int, float]:
+        sims = self.vectors @ q
+        best = int(np.argmax(sims))
+        return best, float(sims[best])
+
+    def route(self, query_vector: np.ndarray) -> tuple[Preference | None, float]:
+        """p* = argmax_p E(q)·E(p), with its similarity; (None, -1) without preferences."""
+        if not self.preferences:
+            return None, -1.0
+        best, similarity = self._closest(np.asarray(query_vector, dtype=np.float32).reshape(-1))
+        return self.preferences[best], similarity
+
+    def steer(self, query_vector: np.ndarray) -> tuple[np.ndarray, Preference | None, float]:
+        """Return (q~, p*, similarity); q~ is the query itself without preferences."""
+        q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        if not self.preferences:
+            return q, None, -1.0
+        best, similarity = self._closest(q)
+        return normalize_rows(q + self.vectors[best]), self.preferences[best], similarity

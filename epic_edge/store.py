@@ -1,0 +1,298 @@
+"""The memory file: one SQLite database (WAL) holding preferences, items and entries."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from epic_edge.errors import EmbedderMismatchError, MemoryFileError
+from epic_edge.types import Preference
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS preferences (
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE, embedding BLOB NOT NULL,
+    active INTEGER NOT NULL DEFAULT 1, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY, text TEXT NOT NULL, source TEXT NOT NULL DEFAULT '',
+    external_id TEXT NOT NULL DEFAULT '', content_hash BLOB NOT NULL UNIQUE,
+    created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY,
+    item_id INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+    preference_id INTEGER NOT NULL REFERENCES preferences(id) ON DELETE CASCADE,
+    instruction TEXT NOT NULL, embedding BLOB NOT NULL, confidence REAL NOT NULL,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, UNIQUE (item_id, preference_id));
+CREATE INDEX IF NOT EXISTS entries_by_preference ON entries(preference_id);
+-- every item ever judged, kept or not, so a stream is never judged twice under
+-- the same preferences (epoch = the preference set it was judged under)
+CREATE TABLE IF NOT EXISTS seen (content_hash BLOB PRIMARY KEY, epoch INTEGER NOT NULL);
+"""
+
+# footprint part -> (table, per-row byte count); text is counted in UTF-8 bytes
+_FOOTPRINT_SQL = {
+    "items": ("items", "LENGTH(CAST(text AS BLOB)) + LENGTH(source) + LENGTH(external_id) + 16"),
+    "instructions": ("entries", "LENGTH(CAST(instruction AS BLOB))"),
+    "vectors": ("entries", "LENGTH(embedding)"),
+    "preferences": ("preferences", "LENGTH(CAST(text AS BLOB)) + LENGTH(embedding)"),
+    "seen": ("seen", "24"),
+}
+
+
+def content_hash(text: str) -> bytes:
+    """16-byte digest of an item's whitespace-normalised text (for de-duplication)."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).digest()[:16]
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes, dim: int) -> np.ndarray:
+    vector = np.frombuffer(blob, dtype="<f4")
+    if vector.shape != (dim,):
+        raise MemoryFileError(f"stored embedding has {vector.size} values, expected {dim}")
+    return vector
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry waiting to be written: one kept (item, preference) pair."""
+
+    item_key: bytes
+    preference_id: int
+    instruction: str
+    embedding: np.ndarray
+    confidence: float
+
+
+class MemoryStore:
+    """Owns the SQLite connection; every write happens inside `transaction()`."""
+
+    def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        if self.path.exists() and self.path.stat().st_size > 0:
+            with open(self.path, "rb") as fh:
+                if fh.read(16) != b"SQLite format 3\x00":
+                    raise MemoryFileError(f"{self.path} is not an epic-edge memory file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self.conn = sqlite3.connect(
+                str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None
+            )
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            with self.transaction() as conn:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+        except sqlite3.DatabaseError as exc:
+            raise MemoryFileError(f"cannot open memory file {self.path}: {exc}") from exc
+
+    # -- transactions and meta ----------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write: everything inside commits together or not at all."""
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, conn: sqlite3.Connection, key: str, value: object) -> None:
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
+
+    def bind_embedder(self, fingerprint: str, dim: int, tau: float) -> None:
+        """Record the embedder on a new file; refuse a file built by another one."""
+        version = self.get_meta("schema_version")
+        if version is not None and int(version) > SCHEMA_VERSION:
+            raise MemoryFileError(
+                f"{self.path} has schema version {version}; this epic-edge reads up to "
+                f"{SCHEMA_VERSION}: upgrade epic-edge"
+            )
+        stored = self.get_meta("embedder")
+        if stored is None:
+            with self.transaction() as conn:
+                self.set_meta(conn, "schema_version", SCHEMA_VERSION)
+                self.set_meta(conn, "embedder", fingerprint)
+                self.set_meta(conn, "dim", dim)
+                self.set_meta(conn, "tau", tau)
+                self.set_meta(conn, "epoch", 0)
+                self.set_meta(conn, "created_at", time.time())
+        elif stored != fingerprint or int(self.get_meta("dim") or -1) != dim:
+            raise EmbedderMismatchError(
+                f"{self.path} was built with embedder {stored!r}; it cannot be read with "
+                f"{fingerprint!r} (vectors from different embedders are not comparable). "
+                "Open it with the same embedder or build a new memory."
+            )
+
+    @property
+    def epoch(self) -> int:
+        return int(self.get_meta("epoch") or 0)
+
+    # -- reads --------------------------------------------------------------------------
+    def preferences(self, dim: int) -> tuple[list[Preference], np.ndarray]:
+        with self._lock:
+            rows = self.conn.execute(
+                "SELECT id, text, embedding FROM preferences WHERE active=1 ORDER BY id"
+            ).fetchall()
+        prefs = [Preference(int(r[0]), r[1]) for r in rows]
+        vectors = np.stack([from_blob(r[2], dim) for r in rows]) if rows else np.empty((0, dim))
+        return prefs, vectors.astype(np.float32)
+
+    def entry_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            rows = self.conn.execute("SELECT id, embedding FROM entries ORDER BY id").fetchall()
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        vectors = np.stack([from_blob(r[1], dim) for r in rows]) if rows else np.empty((0, dim))
+        return ids, vectors.astype(np.float32)
+
+    def entries_by_id(self, ids: Iterable[int]) -> dict[int, tuple]:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        sql = (
+            "SELECT e.id, e.instruction, e.confidence, i.text, i.source, p.id, p.text "
+            "FROM entries e JOIN items i ON i.id = e.item_id "
+            f"JOIN preferences p ON p.id = e.preference_id WHERE e.id IN ({marks})"
+        )
+        with self._lock:
+            return {row[0]: row for row in self.conn.execute(sql, ids)}
+
+    def unseen(self, keys: list[bytes], epoch: int) -> set[bytes]:
+        """The keys not yet judged under the current preference epoch."""
+        if not keys:
+            return set()
+        marks = ",".join("?" * len(keys))
+        with self._lock:
+            done = {
+                bytes(r[0])
+                for r in self.conn.execute(
+                    f"SELECT content_hash FROM seen WHERE epoch >= ? AND content_hash IN ({marks})",
+                    [epoch, *keys],
+                )
+            }
+        return set(keys) - done
+
+    def linked_preferences(self, key: bytes) -> set[int]:
+        with self._lock:
+            rows = self.conn.execute(
+                "SELECT e.preference_id FROM entries e JOIN items i ON i.id = e.item_id "
+                "WHERE i.content_hash = ?",
+                (key,),
+            ).fetchall()
+        return {int(r[0]) for r in rows}
+
+    def count(self, table: str) -> int:
+        if table not in {"preferences", "items", "entries", "seen"}:
+            raise ValueError(table)
+        with self._lock:
+            return int(self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.DatabaseError:
+                pass  # another process holds the WAL; it checkpoints on its own close
+            self.conn.close()
+
+    # -- writes (call inside transaction()) ----------------------------------------------
+    def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
+        cur = conn.execute(
+            "INSERT INTO preferences(text, embedding, created_at) VALUES (?, ?, ?)",
+            (text, to_blob(vector), time.time()),
+        )
+        # a new preference may make old items relevant: judge them again when they return
+        self.set_meta(conn, "epoch", self.epoch + 1)
+        return int(cur.lastrowid)
+
+    def delete_preference(self, conn: sqlite3.Connection, preference_id: int) -> list[int]:
+        """Delete a preference, its entries, and items left with no entry; return entry ids."""
+        entry_ids = [
+            int(r[0])
+            for r in conn.execute("SELECT id FROM entries WHERE preference_id=?", (preference_id,))
+        ]
+        conn.execute("DELETE FROM entries WHERE preference_id=?", (preference_id,))
+        conn.execute("DELETE FROM preferences WHERE id=?", (preference_id,))
+        conn.execute("DELETE FROM items WHERE id NOT IN (SELECT DISTINCT item_id FROM entries)")
+        return entry_ids
+
+    def write_batch(
+        self,
+        conn: sqlite3.Connection,
+        items: dict[bytes, tuple[str, str, str]],
+        entries: list[NewEntry],
+        judged: Iterable[bytes],
+        epoch: int,
+    ) -> list[int]:
+        """Store kept items and their entries and mark every judged item seen.
+
+        `items` maps content hash -> (text, source, external id). Returns the new entry ids
+        in the order of `entries`.
+        """
+        now = time.time()
+        conn.executemany(
+            "INSERT OR IGNORE INTO items(text, source, external_id, content_hash, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(t, s, x, key, now) for key, (t, s, x) in items.items()],
+        )
+        new_ids: list[int] = []
+        for entry in entries:
+            item_id = conn.execute(
+                "SELECT id FROM items WHERE content_hash=?", (entry.item_key,)
+            ).fetchone()[0]
+            cur = conn.execute(
+                "INSERT INTO entries(item_id, preference_id, instruction, embedding, confidence, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(item_id, preference_id) DO UPDATE SET "
+                "instruction=excluded.instruction, embedding=excluded.embedding, "
+                "confidence=excluded.confidence, updated_at=? RETURNING id",
+                (item_id, entry.preference_id, entry.instruction, to_blob(entry.embedding),
+                 entry.confidence, now, now, now),
+            )
+            new_ids.append(int(cur.fetchone()[0]))
+        conn.executemany(
+            "INSERT OR REPLACE INTO seen(content_hash, epoch) VALUES (?, ?)",
+            [(key, epoch) for key in judged],
+        )
+        return new_ids
+
+    def footprint(self) -> dict[str, int]:
+        """Bytes on disk by part; `overhead` is pages, indexes and free space."""
+        with self._lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            parts = {
+                part: int(self.conn.execute(f"SELECT COALESCE(SUM({expr}), 0) FROM {table}")
+                          .fetchone()[0])
+                for part, (table, expr) in _FOOTPRINT_SQL.items()
+            }
+        total = sum(p.stat().st_size for p in self._files())
+        parts["overhead"] = max(total - sum(parts.values()), 0)
+        parts["total"] = total
+        return parts
+
+    def _files(self) -> list[Path]:
+        # the -shm file is a shared-memory index SQLite rebuilds; it is not memory content
+        return [p for p in (self.path, Path(f"{self.path}-wal")) if p.exists()]

@@ -1,0 +1,77 @@
+"""The three EPIC stages on hand-made vectors: threshold, verification, steering."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from epic_edge.stages import Candidate, Steering, coarse_filter, fine_verify, normalize_rows
+from epic_edge.types import Preference, Verdict
+
+PREFS = [Preference(1, "a"), Preference(2, "b"), Preference(3, "c")]
+P_VECS = np.eye(3, 4, dtype=np.float32)
+
+
+def test_coarse_filter_keeps_scores_at_or_above_tau_best_first():
+    items = normalize_rows(np.array([[0.3, 0.9, 0, 0], [0, 0, 0, 1], [0.5, 0.5, 0.5, 0]]))
+    result = coarse_filter(items, PREFS, P_VECS, tau=float(items[0, 0]))
+    assert [c.preference.id for c in result[0]] == [2, 1]  # cosine == tau passes
+    assert result[1] == []  # orthogonal item: dropped, no LLM call
+    assert [c.preference.id for c in result[2]] == [1, 2, 3]
+    assert all(c.score >= float(items[0, 0]) for row in result for c in row)
+
+
+def test_coarse_filter_just_below_tau_drops():
+    items = normalize_rows(np.array([[0.3, 0.9, 0, 0]]))
+    result = coarse_filter(items, PREFS, P_VECS, tau=float(items[0, 1]) + 1e-6)
+    assert result == [[]]
+
+
+def test_coarse_filter_without_preferences_drops_everything():
+    assert coarse_filter(np.ones((2, 4), np.float32), [], np.empty((0, 4)), 0.0) == [[], []]
+
+
+class _Scripted:
+    def __init__(self, verdict):
+        self.verdict = verdict
+        self.calls = 0
+
+    def verify(self, item, candidates):
+        self.calls += 1
+        return self.verdict
+
+
+def test_fine_verify_refuses_items_without_candidates():
+    with pytest.raises(ValueError):
+        fine_verify(_Scripted(Verdict(True)), "x", [])
+
+
+def test_fine_verify_drops_preferences_that_were_not_candidates_or_lack_instructions():
+    verdict = Verdict(True, [1, 2, 9], {1: "use it", 2: "  ", 9: "sneaky"}, "", 0.7, 3)
+    out = fine_verify(_Scripted(verdict), "x", [Candidate(PREFS[0], 0.5), Candidate(PREFS[1], .4)])
+    assert out.keep and out.preference_ids == [1] and out.instructions == {1: "use it"}
+    assert out.llm_calls == 3 and out.confidence == pytest.approx(0.7)
+
+
+def test_fine_verify_keep_without_usable_preference_becomes_discard():
+    out = fine_verify(_Scripted(Verdict(True, [9], {9: "x"}, "", 0.8, 1)), "x",
+                      [Candidate(PREFS[0], 0.5)])
+    assert not out.keep and out.llm_calls == 1 and out.reason
+
+
+def test_steering_equation_and_routing():
+    steering = Steering(PREFS, P_VECS)
+    q = normalize_rows(np.array([0.2, 0.8, 0.0, 0.5]))
+    steered, pref, sim = steering.steer(q)
+    assert pref == PREFS[1] and sim == pytest.approx(q[1])
+    expected = (q + P_VECS[1]) / np.linalg.norm(q + P_VECS[1])
+    np.testing.assert_allclose(steered, expected, rtol=1e-6)
+    assert np.linalg.norm(steered) == pytest.approx(1.0)
+    assert steering.route(q) == (PREFS[1], pytest.approx(q[1]))
+
+
+def test_steering_without_preferences_returns_query_unchanged():
+    q = normalize_rows(np.array([1.0, 2.0, 0.0, 0.0]))
+    steered, pref, _ = Steering([], np.empty((0, 4))).steer(q)
+    assert pref is None
+    np.testing.assert_array_equal(steered, q)
