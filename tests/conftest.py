@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from epic_edge.backends.numpy_index import NumpyIndex
-from fakes import BagOfWordsEmbedder, KeywordVerifier
 
+from epic_edge.backends.numpy_index import NumpyIndex
 from epic_edge.memory import Memory
+from fakes import BagOfWordsEmbedder, KeywordVerifier
 
 
 @pytest.fixture

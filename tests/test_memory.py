@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from epic_edge.backends.numpy_index import NumpyIndex
-from fakes import BagOfWordsEmbedder, KeywordVerifier
 
+from epic_edge.backends.numpy_index import NumpyIndex
 from epic_edge.errors import EmbedderMismatchError, InvalidInputError, MemoryFileError
 from epic_edge.memory import Memory
 from epic_edge.types import Item
+from fakes import BagOfWordsEmbedder, KeywordVerifier
 
 CORPUS = [
     "Electric vehicles use battery packs and electric motors instead of petrol engines",

