@@ -1,0 +1,130 @@
+"""Prompt text, chat messages, the instruction grammar and fallback templates of the LLM verifier.
+
+Every prompt puts the system text and the candidate preferences first and the passage after
+them, and the decision and instruction prompts share everything up to the end of the passage,
+so one llama.cpp context reuses the KV cache of that prefix across items and across the calls
+made for one item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from epic_edge.types import Preference
+
+SYSTEM = (
+    "You decide what a personal assistant should remember about its user. "
+    "The user has these preferences:\n{preferences}\n"
+    "Keep a passage only if it would help answer this user's questions in light of these "
+    "preferences; discard it otherwise."
+)
+
+PASSAGE = "Passage:\n{item}\n\n"
+# Placeholder for the passage in rendered prompts; the verifier tokenises the passage apart.
+ITEM_SLOT = "\ue000ITEM\ue000"
+
+DECISION_TASK = (
+    "Is this passage useful for answering questions of a user with these preferences? "
+    "Answer with one word: Keep or Discard."
+)
+
+INSTRUCTION_TASK = (
+    "Write one sentence for the assistant: how should it use this passage when this user, who "
+    'says "{preference}", asks a question? Do not repeat the passage.'
+)
+
+# The assistant turn of an instruction starts with this text; the model continues it.
+INSTRUCTION_PREFILL = "Use this passage"
+
+# One plain sentence: printable characters only, no newline or quote, ends at . ! or ?
+# (after which the grammar is complete and only end-of-sequence can follow).
+INSTRUCTION_GRAMMAR = r"""
+root ::= " " [a-zA-Z,] [^\x00-\x1f"\x7f.!?]* [.!?]
+"""
+
+# Decision words whose first sub-token we read from the next-token logits.
+KEEP_WORDS = ("Keep", " Keep", "keep", " keep")
+DISCARD_WORDS = ("Discard", " Discard", "discard", " discard")
+
+# Fallback instruction when the generated one is missing or fails the checks.
+TEMPLATE_INSTRUCTION = (
+    "Use this passage when answering questions where the user's preference applies: {preference}"
+)
+
+# Plain ChatML, used only when the GGUF carries no chat template.
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def preference_list(candidates: Sequence[Preference]) -> str:
+    return "\n".join(f"- {p.text.strip()}" for p in candidates)
+
+
+def decision_messages(item: str, candidates: Sequence[Preference]) -> list[dict[str, str]]:
+    """Chat messages asking Keep or Discard; the answer word is the next token."""
+    return [
+        {"role": "system", "content": SYSTEM.format(preferences=preference_list(candidates))},
+        {"role": "user", "content": PASSAGE.format(item=item) + DECISION_TASK},
+    ]
+
+
+def instruction_messages(
+    item: str, candidates: Sequence[Preference], preference: Preference
+) -> list[dict[str, str]]:
+    """Chat messages asking for a usage instruction; shares the decision prompt's prefix."""
+    task = INSTRUCTION_TASK.format(preference=preference.text.strip())
+    return [
+        {"role": "system", "content": SYSTEM.format(preferences=preference_list(candidates))},
+        {"role": "user", "content": PASSAGE.format(item=item) + task},
+    ]
+
+
+def template_instruction(preference: Preference) -> str:
+    return TEMPLATE_INSTRUCTION.format(preference=preference.text.strip().rstrip(".")) + "."
+
+
+def clean_instruction(
+    text: str, item: str, prefix: str = "", max_chars: int = 400, max_overlap: float = 0.6
+) -> tuple[str, str]:
+    """Return (prefix + text cleaned, problem); problem is "" when the text passes the checks.
+
+    `text` is what the model generated after `prefix` (the prefill). Checks on it: printable,
+    one line, at least two words with letters, at most `max_chars`, not mostly a copy of the
+    passage (longest common run of words covering more than `max_overlap` of it).
+    """
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = " ".join(text.split()).strip("\"'`\u201c\u201d\u2018\u2019 ")
+    words = text.split()
+    if sum(any(ch.isalpha() for ch in w) for w in words) < 2:
+        return "", "empty or not words"
+    if len(text) > max_chars:
+        return "", "too long"
+    if _copied_share(words, item.split()) > max_overlap:
+        return "", "copies the passage"
+    if prefix:
+        text = prefix.strip() + ("" if text[0] in ",;:" else " ") + text
+    if not text.endswith((".", "!", "?")):
+        text += "."
+    return text, ""
+
+
+def _copied_share(words: list[str], item_words: list[str]) -> float:
+    """Share of `words` covered by their longest contiguous run found in `item_words`."""
+    if not words or not item_words:
+        return 0.0
+    a = [w.lower().strip(".,;:!?\"'") for w in words]
+    b = [w.lower().strip(".,;:!?\"'") for w in item_words]
+    best = 0
+    prev = [0] * (len(b) + 1)
+    for i in range(1, len(a) + 1):
+        cur = [0] * (len(b) + 1)
+        ai = a[i - 1]
+        for j in range(1, len(b) + 1):
+            if ai == b[j - 1]:
+                cur[j] = prev[j - 1] + 1
+                if cur[j] > best:
+                    best = cur[j]
+        prev = cur
+    return best / len(a)
