@@ -83,3 +83,15 @@ def test_unknown_profile_and_command(capsys, tmp_path):
     assert "unknown device profile" in capsys.readouterr().err
     assert main(["frobnicate"]) == 2
     assert main(["--help"]) == 0 and "demo" in capsys.readouterr().out
+
+
+def test_demo_runs_on_a_slice_with_the_template_verifier(tmp_path, reference_models, capsys):
+    profile = tmp_path / "test-cpu.toml"
+    profile.write_text(PROFILE)
+    code = main(["demo", "--limit", "40", "--questions", "2", "--profile", str(profile),
+                 "--models", str(reference_models)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "with steering (EPIC)" in out and "without steering" in out
+    assert "store-everything file" in out and "Per-stage time" in out
+    assert out.count("\nQ: ") == 2

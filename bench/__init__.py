@@ -1,0 +1,1 @@
+"""Benchmarks: latency breakdown, quality with and without a judge, streaming with drift."""
