@@ -11,7 +11,7 @@ import numpy as np
 
 from epic_edge.items import expand
 from epic_edge.stages import Candidate, coarse_filter, fine_verify
-from epic_edge.store import NewEntry, content_hash
+from epic_edge.store import NewEntry
 from epic_edge.types import BatchStats, Item, Verdict
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class BatchIngester:
             with mem.store.transaction() as conn:
                 ids = mem.store.write_batch(conn, kept_items, entries, keys, epoch)
             with self._timed(stats, "index"):
-                mem.index.add(np.array(ids, dtype=np.int64), inst_vectors)
+                mem._index_add(np.array(ids, dtype=np.int64), inst_vectors)
         stats.entries_added = len(ids)
         return stats
 
@@ -87,7 +87,7 @@ class BatchIngester:
             if item is None:
                 stats.rejected += 1
                 continue
-            key = content_hash(item.text)
+            key = self.memory.store.sealer.content_hash(item.text)
             if key in items:
                 stats.duplicates += 1
                 continue

@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,13 @@ from epic_edge import registry
 from epic_edge.context import format_context
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester
+from epic_edge.maintenance import (
+    DEFAULT_HALF_LIFE_DAYS,
+    Budget,
+    CheckReport,
+    check,
+    enforce_budget,
+)
 from epic_edge.models import model_dir as default_model_dir
 from epic_edge.profiles import Profile, load_profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
@@ -63,9 +71,22 @@ class Memory:
         self._verifier = verifier
         self._lock = threading.RLock()
         store.bind_embedder(embedder.fingerprint, embedder.dim, self.tau)
-        self._reload_preferences()
-        ids, vectors = store.entry_vectors(embedder.dim)
-        index.add(ids, vectors)
+        self._indexed = np.empty(0, dtype=np.int64)
+        self._reload()
+
+    def _reload(self) -> None:
+        """Read preferences and rebuild the vector index from the file (the truth)."""
+        with self._lock:
+            self._reload_preferences()
+            ids, vectors = self.store.entry_vectors(self.embedder.dim)
+            self.index.remove(self._indexed)
+            self.index.add(ids, vectors)
+            self._indexed = ids
+
+    def _sync(self) -> None:
+        """Pick up what another process committed to the same file since we last looked."""
+        if self.store.changed_elsewhere():
+            self._reload()
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -80,11 +101,15 @@ class Memory:
         tau: float | None = None,
         k: int | None = None,
         model_dir: str | Path | None = None,
+        key: bytes | None = None,
     ) -> Memory:
-        """Open (or create) the memory at `path`; explicit instances override the profile."""
+        """Open (or create) the memory at `path`; explicit instances override the profile.
+
+        `key` (32 bytes, kept by the app) encrypts item text, instructions and preferences.
+        """
         prof = profile if isinstance(profile, Profile) else load_profile(profile)
         models = Path(model_dir) if model_dir else default_model_dir()
-        store = MemoryStore(path)
+        store = MemoryStore(path, key=key)
         try:
             emb = embedder or registry.create("embedder", prof.embedder, models)
             stored_tau = store.get_meta("tau")
@@ -150,13 +175,24 @@ class Memory:
 
     def remove_preference(self, preference: int | str | Preference) -> int:
         """Remove a preference and the entries linked to it; returns entries removed."""
+        self._sync()
         target = self._find_preference(preference)
         with self._lock:
             with self.store.transaction() as conn:
                 entry_ids = self.store.delete_preference(conn, target.id)
-            self.index.remove(np.array(entry_ids, dtype=np.int64))
+            self._forget(entry_ids)
             self._reload_preferences()
+            self.store.vacuum()  # no copy of the removed text stays in the file or its WAL
         return len(entry_ids)
+
+    def _index_add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        self.index.add(ids, vectors)
+        self._indexed = np.union1d(self._indexed, ids)
+
+    def _forget(self, entry_ids: Iterable[int]) -> None:
+        gone = np.asarray(list(entry_ids), dtype=np.int64)
+        self.index.remove(gone)
+        self._indexed = self._indexed[~np.isin(self._indexed, gone)]
 
     def _find_preference(self, preference: int | str | Preference) -> Preference:
         key = preference.id if isinstance(preference, Preference) else preference
@@ -172,10 +208,18 @@ class Memory:
             raise InvalidInputError("batch_size must be at least 1")
         if not self.steering.preferences:
             raise InvalidInputError("add at least one preference before ingesting items")
+        self._sync()
         ingester = BatchIngester(self)
+        budget = Budget.load(self.store)
         stream = iter(items)
         while batch := list(islice(stream, batch_size)):
-            yield ingester.run(batch)
+            stats = ingester.run(batch)
+            if budget.max_entries is not None or budget.max_bytes is not None:
+                with self._lock:
+                    evicted = enforce_budget(self.store, budget)
+                    self._forget(evicted)
+                stats.evicted = len(evicted)
+            yield stats
 
     def ingest(self, items: Iterable[Any], batch_size: int = 32) -> list[BatchStats]:
         """Ingest items (str, bytes, Item or {"text", "source", "id"}); per-batch stats."""
@@ -198,6 +242,7 @@ class Memory:
         k = self.k if k is None else int(k)
         if k < 1:
             raise InvalidInputError("k must be at least 1")
+        self._sync()
         if len(self.index) == 0:
             return []
         clock = [time.perf_counter()]
@@ -231,6 +276,37 @@ class Memory:
         return format_context(self.retrieve(question, k))
 
     # -- reporting ----------------------------------------------------------------------
+    def set_budget(
+        self,
+        max_entries: int | None = None,
+        max_bytes: int | None = None,
+        half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    ) -> int:
+        """Cap the memory (stored in the file); evicts at once; returns entries evicted.
+
+        Eviction drops the entries with the lowest confidence x 0.5 ** (age / half-life):
+        see epic_edge.maintenance.retention_order.
+        """
+        for name, value in (("max_entries", max_entries), ("max_bytes", max_bytes)):
+            if value is not None and value < 0:
+                raise InvalidInputError(f"{name} must be >= 0")
+        budget = Budget(max_entries, max_bytes, half_life_days)
+        with self._lock:
+            budget.save(self.store)
+            evicted = enforce_budget(self.store, budget)
+            self._forget(evicted)
+        return len(evicted)
+
+    def check(self) -> CheckReport:
+        """Integrity of the file, and that the vector index matches its entries."""
+        with self._lock:
+            report = check(self.store)
+            if len(self.index) != report.counts.get("entries", len(self.index)):
+                report.problems.append(
+                    f"index holds {len(self.index)} vectors for {report.counts['entries']} entries"
+                )
+        return report
+
     def footprint(self) -> dict[str, int]:
         """Bytes on disk by part (items, instructions, vectors, preferences, ...)."""
         return self.store.footprint()
@@ -246,6 +322,8 @@ class Memory:
             "items": self.store.count("items"),
             "entries": self.store.count("entries"),
             "items_judged": self.store.count("seen"),
+            "budget": asdict(Budget.load(self.store)),
+            "evicted_total": int(self.store.get_meta("evicted_total") or 0),
             "footprint": self.footprint(),
             "created_at": time.strftime(
                 "%Y-%m-%d %H:%M:%S", time.localtime(float(self.store.get_meta("created_at") or 0))

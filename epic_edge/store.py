@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import threading
 import time
@@ -10,13 +9,22 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from epic_edge.crypto import Sealer
 from epic_edge.errors import EmbedderMismatchError, MemoryFileError
 from epic_edge.types import Preference
 
 SCHEMA_VERSION = 1
+
+_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=FULL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA secure_delete=ON",
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,11 +57,6 @@ _FOOTPRINT_SQL = {
 }
 
 
-def content_hash(text: str) -> bytes:
-    """16-byte digest of an item's whitespace-normalised text (for de-duplication)."""
-    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).digest()[:16]
-
-
 def to_blob(vector: np.ndarray) -> bytes:
     return np.ascontiguousarray(vector, dtype="<f4").tobytes()
 
@@ -77,10 +80,17 @@ class NewEntry:
 
 
 class MemoryStore:
-    """Owns the SQLite connection; every write happens inside `transaction()`."""
+    """Owns the SQLite connection; every write happens inside `transaction()`.
 
-    def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
+    Durability: WAL with synchronous=FULL, so a batch that committed survives a crash or a
+    power cut. Deleted text is overwritten (secure_delete) and the WAL truncated on close.
+    """
+
+    def __init__(
+        self, path: str | Path, *, key: bytes | None = None, timeout: float = 10.0
+    ) -> None:
         self.path = Path(path)
+        self.sealer = Sealer(key)
         if self.path.exists() and self.path.stat().st_size > 0:
             with open(self.path, "rb") as fh:
                 if fh.read(16) != b"SQLite format 3\x00":
@@ -91,21 +101,74 @@ class MemoryStore:
             self.conn = sqlite3.connect(
                 str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None
             )
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
-            with self.transaction() as conn:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
         except sqlite3.DatabaseError as exc:
             raise MemoryFileError(f"cannot open memory file {self.path}: {exc}") from exc
+        try:
+            with self._translate():
+                for pragma in _PRAGMAS:
+                    self.conn.execute(pragma)
+                result = self.conn.execute("PRAGMA quick_check").fetchone()[0]
+                if result != "ok":
+                    raise sqlite3.DatabaseError(f"integrity check failed: {result}")
+                with self.transaction() as conn:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+            self._check_key()
+        except BaseException:
+            self.conn.close()
+            raise
+        self.data_version = self._data_version()
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        """Turn SQLite's errors into MemoryFileError with a message a user can act on."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise MemoryFileError(
+                    f"{self.path} is being written by another process; try again later"
+                ) from exc
+            raise MemoryFileError(f"memory file {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise MemoryFileError(
+                f"memory file {self.path} is corrupt or unreadable ({exc}); restore it from "
+                "a backup or build a new memory"
+            ) from exc
+
+    def _check_key(self) -> None:
+        token = self.get_meta("key_check")
+        mine = self.sealer.check_token()
+        if token is None:
+            if self.count("preferences") or self.count("items"):
+                if self.sealer.enabled:
+                    raise MemoryFileError(f"{self.path} is not encrypted; open it without a key")
+                return
+            with self.transaction() as conn:
+                self.set_meta(conn, "key_check", mine)
+        elif token != mine:
+            raise MemoryFileError(
+                f"{self.path} is encrypted: open it with its key" if token and not mine
+                else f"{self.path}: wrong key" if token
+                else f"{self.path} is not encrypted; open it without a key"
+            )
+
+    def _data_version(self) -> int:
+        with self._lock, self._translate():
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def changed_elsewhere(self) -> bool:
+        """True once after another connection (another process) committed a change."""
+        version = self._data_version()
+        changed, self.data_version = version != self.data_version, version
+        return changed
 
     # -- transactions and meta ----------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic write: everything inside commits together or not at all."""
-        with self._lock:
+        with self._lock, self._translate():
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
@@ -114,10 +177,14 @@ class MemoryStore:
                 raise
             self.conn.execute("COMMIT")
 
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        """Run a read under the lock, with errors translated."""
+        with self._lock, self._translate():
+            return self.conn.execute(sql, tuple(params)).fetchall()
+
     def get_meta(self, key: str) -> str | None:
-        with self._lock:
-            row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return row[0] if row else None
+        rows = self.query("SELECT value FROM meta WHERE key=?", (key,))
+        return rows[0][0] if rows else None
 
     def set_meta(self, conn: sqlite3.Connection, key: str, value: object) -> None:
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
@@ -152,63 +219,55 @@ class MemoryStore:
 
     # -- reads --------------------------------------------------------------------------
     def preferences(self, dim: int) -> tuple[list[Preference], np.ndarray]:
-        with self._lock:
-            rows = self.conn.execute(
-                "SELECT id, text, embedding FROM preferences WHERE active=1 ORDER BY id"
-            ).fetchall()
-        prefs = [Preference(int(r[0]), r[1]) for r in rows]
+        rows = self.query("SELECT id, text, embedding FROM preferences WHERE active=1 ORDER BY id")
+        prefs = [Preference(int(r[0]), self.sealer.open(r[1])) for r in rows]
         vectors = np.stack([from_blob(r[2], dim) for r in rows]) if rows else np.empty((0, dim))
         return prefs, vectors.astype(np.float32)
 
     def entry_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
-        with self._lock:
-            rows = self.conn.execute("SELECT id, embedding FROM entries ORDER BY id").fetchall()
+        rows = self.query("SELECT id, embedding FROM entries ORDER BY id")
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         vectors = np.stack([from_blob(r[1], dim) for r in rows]) if rows else np.empty((0, dim))
         return ids, vectors.astype(np.float32)
 
     def entries_by_id(self, ids: Iterable[int]) -> dict[int, tuple]:
+        """entry id -> (id, instruction, confidence, item text, source, pref id, pref text)."""
         ids = [int(i) for i in ids]
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        sql = (
+        rows = self.query(
             "SELECT e.id, e.instruction, e.confidence, i.text, i.source, p.id, p.text "
             "FROM entries e JOIN items i ON i.id = e.item_id "
-            f"JOIN preferences p ON p.id = e.preference_id WHERE e.id IN ({marks})"
+            f"JOIN preferences p ON p.id = e.preference_id WHERE e.id IN ({marks})",
+            ids,
         )
-        with self._lock:
-            return {row[0]: row for row in self.conn.execute(sql, ids)}
+        o = self.sealer.open
+        return {r[0]: (r[0], o(r[1]), r[2], o(r[3]), o(r[4]), r[5], o(r[6])) for r in rows}
 
     def unseen(self, keys: list[bytes], epoch: int) -> set[bytes]:
         """The keys not yet judged under the current preference epoch."""
         if not keys:
             return set()
         marks = ",".join("?" * len(keys))
-        with self._lock:
-            done = {
-                bytes(r[0])
-                for r in self.conn.execute(
-                    f"SELECT content_hash FROM seen WHERE epoch >= ? AND content_hash IN ({marks})",
-                    [epoch, *keys],
-                )
-            }
-        return set(keys) - done
+        done = self.query(
+            f"SELECT content_hash FROM seen WHERE epoch >= ? AND content_hash IN ({marks})",
+            [epoch, *keys],
+        )
+        return set(keys) - {bytes(r[0]) for r in done}
 
     def linked_preferences(self, key: bytes) -> set[int]:
-        with self._lock:
-            rows = self.conn.execute(
-                "SELECT e.preference_id FROM entries e JOIN items i ON i.id = e.item_id "
-                "WHERE i.content_hash = ?",
-                (key,),
-            ).fetchall()
+        rows = self.query(
+            "SELECT e.preference_id FROM entries e JOIN items i ON i.id = e.item_id "
+            "WHERE i.content_hash = ?",
+            (key,),
+        )
         return {int(r[0]) for r in rows}
 
     def count(self, table: str) -> int:
         if table not in {"preferences", "items", "entries", "seen"}:
             raise ValueError(table)
-        with self._lock:
-            return int(self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+        return int(self.query(f"SELECT COUNT(*) FROM {table}")[0][0])
 
     def close(self) -> None:
         with self._lock:
@@ -222,7 +281,7 @@ class MemoryStore:
     def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
         cur = conn.execute(
             "INSERT INTO preferences(text, embedding, created_at) VALUES (?, ?, ?)",
-            (text, to_blob(vector), time.time()),
+            (self.sealer.seal(text), to_blob(vector), time.time()),
         )
         # a new preference may make old items relevant: judge them again when they return
         self.set_meta(conn, "epoch", self.epoch + 1)
@@ -256,7 +315,8 @@ class MemoryStore:
         conn.executemany(
             "INSERT OR IGNORE INTO items(text, source, external_id, content_hash, created_at) "
             "VALUES (?, ?, ?, ?, ?)",
-            [(t, s, x, key, now) for key, (t, s, x) in items.items()],
+            [(self.sealer.seal(t), self.sealer.seal(s), x, key, now)
+             for key, (t, s, x) in items.items()],
         )
         new_ids: list[int] = []
         for entry in entries:
@@ -269,7 +329,8 @@ class MemoryStore:
                 "ON CONFLICT(item_id, preference_id) DO UPDATE SET "
                 "instruction=excluded.instruction, embedding=excluded.embedding, "
                 "confidence=excluded.confidence, updated_at=? RETURNING id",
-                (item_id, entry.preference_id, entry.instruction, to_blob(entry.embedding),
+                (item_id, entry.preference_id, self.sealer.seal(entry.instruction),
+                 to_blob(entry.embedding),
                  entry.confidence, now, now, now),
             )
             new_ids.append(int(cur.fetchone()[0]))
@@ -279,9 +340,20 @@ class MemoryStore:
         )
         return new_ids
 
+    def vacuum(self) -> None:
+        """Return freed pages to the file system and truncate the WAL.
+
+        A full VACUUM rewrites the file: milliseconds for a memory of a few MB, and no freed
+        page (nor its old text) survives it.
+        """
+        with self._lock, self._translate():
+            if self.conn.execute("PRAGMA freelist_count").fetchone()[0]:
+                self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def footprint(self) -> dict[str, int]:
         """Bytes on disk by part; `overhead` is pages, indexes and free space."""
-        with self._lock:
+        with self._lock, self._translate():
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             parts = {
                 part: int(self.conn.execute(f"SELECT COALESCE(SUM({expr}), 0) FROM {table}")

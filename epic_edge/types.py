@@ -67,6 +67,7 @@ class BatchStats:
     kept: int = 0
     entries_added: int = 0
     llm_calls: int = 0
+    evicted: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -74,7 +75,7 @@ class BatchStats:
 
     def merge(self, other: BatchStats) -> None:
         for name in ("seen", "duplicates", "rejected", "passed_filter", "verified", "kept",
-                     "entries_added", "llm_calls"):
+                     "entries_added", "llm_calls", "evicted"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for stage, secs in other.seconds.items():
             self.add_time(stage, secs)

@@ -37,3 +37,4 @@ def reference_models(tmp_path_factory):
     except (ModelNotFoundError, MissingExtraError) as exc:
         pytest.skip(f"reference models unavailable: {exc}")
     return target
+

@@ -36,8 +36,9 @@ class BagOfWordsEmbedder:
                     continue
                 bucket = int.from_bytes(hashlib.md5(word.encode()).digest()[:4], "little")
                 out[row, bucket % self.dim] += 1.0
-            norm = np.linalg.norm(out[row])
-            out[row] = out[row] / norm if norm else out[row]
+            if not out[row].any():  # like a real embedder, never a zero vector
+                out[row, len(text) % self.dim] = 1.0
+            out[row] /= np.linalg.norm(out[row])
         return out
 
 

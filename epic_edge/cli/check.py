@@ -1,0 +1,23 @@
+"""`epic-edge check`: integrity of a memory file (SQLite, rows, embeddings, index)."""
+
+from __future__ import annotations
+
+from epic_edge.cli.common import add_memory_options, open_memory, parser
+
+
+def main(argv: list[str]) -> int:
+    p = parser("check", "Check a memory file: SQLite integrity, foreign keys, that every "
+                        "embedding decodes with the embedder's dim and unit norm, that no item "
+                        "is orphaned, and that the vector index matches the entries. Exit "
+                        "status 1 when a problem is found.")
+    add_memory_options(p)
+    args = p.parse_args(argv)
+    with open_memory(args) as memory:
+        report = memory.check()
+    counts = ", ".join(f"{k} {v}" for k, v in report.counts.items())
+    if report.ok:
+        print(f"ok: {counts}")
+        return 0
+    for problem in report.problems:
+        print(f"problem: {problem}")
+    return 1

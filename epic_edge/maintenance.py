@@ -1,0 +1,134 @@
+"""Keeping a memory healthy: integrity checks and budget eviction by confidence and age."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from epic_edge.errors import MemoryFileError
+from epic_edge.store import MemoryStore, from_blob
+
+DEFAULT_HALF_LIFE_DAYS = 30.0
+
+
+@dataclass
+class Budget:
+    """Limits on a memory; None means unlimited. Stored in the file's meta table."""
+
+    max_entries: int | None = None
+    max_bytes: int | None = None
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+
+    @classmethod
+    def load(cls, store: MemoryStore) -> Budget:
+        def num(key: str) -> int | None:
+            value = store.get_meta(key)
+            return int(value) if value not in (None, "", "None") else None
+
+        half_life = store.get_meta("budget_half_life_days")
+        return cls(num("budget_entries"), num("budget_bytes"),
+                   float(half_life) if half_life else DEFAULT_HALF_LIFE_DAYS)
+
+    def save(self, store: MemoryStore) -> None:
+        with store.transaction() as conn:
+            store.set_meta(conn, "budget_entries", self.max_entries)
+            store.set_meta(conn, "budget_bytes", self.max_bytes)
+            store.set_meta(conn, "budget_half_life_days", self.half_life_days)
+
+
+def retention_order(
+    store: MemoryStore, half_life_days: float, now: float | None = None
+) -> list[int]:
+    """Entry ids, first to evict first.
+
+    Policy: retention = confidence x 0.5 ** (age_days / half_life_days), where confidence is
+    the verifier's P(Keep) stored with the entry and age counts from its last update. The
+    lowest retention goes first; ties go to the older entry, then the lower id.
+    """
+    now = time.time() if now is None else now
+    rows = store.query("SELECT id, confidence, updated_at FROM entries")
+    scored = []
+    for entry_id, confidence, updated in rows:
+        age_days = max(now - float(updated), 0.0) / 86400.0
+        retention = float(confidence) * math.pow(0.5, age_days / max(half_life_days, 1e-9))
+        scored.append((retention, float(updated), int(entry_id)))
+    return [entry_id for _, _, entry_id in sorted(scored)]
+
+
+def delete_entries(store: MemoryStore, entry_ids: list[int]) -> None:
+    """Delete entries and any item left without one, in one transaction."""
+    if not entry_ids:
+        return
+    with store.transaction() as conn:
+        conn.executemany("DELETE FROM entries WHERE id=?", [(i,) for i in entry_ids])
+        conn.execute("DELETE FROM items WHERE id NOT IN (SELECT DISTINCT item_id FROM entries)")
+        evicted = int(store.get_meta("evicted_total") or 0) + len(entry_ids)
+        store.set_meta(conn, "evicted_total", evicted)
+
+
+def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
+    """Evict until the memory fits its budget; returns the evicted entry ids."""
+    evicted: list[int] = []
+    if budget.max_entries is not None:
+        excess = store.count("entries") - budget.max_entries
+        if excess > 0:
+            victims = retention_order(store, budget.half_life_days)[:excess]
+            delete_entries(store, victims)
+            evicted += victims
+    if budget.max_bytes is not None:
+        for _ in range(8):  # each round frees about what is needed, measured on disk
+            store.vacuum()
+            total, entries = store.footprint()["total"], store.count("entries")
+            if total <= budget.max_bytes or entries == 0:
+                break
+            per_entry = total / entries
+            need = max(1, math.ceil((total - budget.max_bytes) / per_entry))
+            victims = retention_order(store, budget.half_life_days)[:need]
+            delete_entries(store, victims)
+            evicted += victims
+    return evicted
+
+
+@dataclass
+class CheckReport:
+    """What `epic-edge check` found; ok when `problems` is empty."""
+
+    problems: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check(store: MemoryStore) -> CheckReport:
+    """SQLite integrity, foreign keys, meta, embeddings that decode with the right dim."""
+    report = CheckReport()
+    integrity = [r[0] for r in store.query("PRAGMA integrity_check")]
+    if integrity != ["ok"]:
+        report.problems += [f"sqlite integrity: {line}" for line in integrity]
+    for table, rowid, parent, _ in store.query("PRAGMA foreign_key_check"):
+        report.problems.append(f"{table} row {rowid} points to a missing {parent} row")
+    dim_text = store.get_meta("dim")
+    if dim_text is None or store.get_meta("embedder") is None:
+        report.problems.append("meta lacks the embedder fingerprint or dim")
+        return report
+    dim = int(dim_text)
+    for table in ("preferences", "entries"):
+        for row_id, blob in store.query(f"SELECT id, embedding FROM {table}"):
+            try:
+                vector = from_blob(blob, dim)
+            except MemoryFileError as exc:
+                report.problems.append(f"{table} row {row_id}: {exc}")
+                continue
+            if not np.isfinite(vector).all() or abs(float(np.linalg.norm(vector)) - 1) > 1e-3:
+                report.problems.append(f"{table} row {row_id}: embedding is not a unit vector")
+    orphans = store.query("SELECT COUNT(*) FROM items WHERE id NOT IN "
+                          "(SELECT DISTINCT item_id FROM entries)")[0][0]
+    if orphans:
+        report.problems.append(f"{orphans} items have no entry (should have been removed)")
+    report.counts = {t: store.count(t) for t in ("preferences", "items", "entries", "seen")}
+    return report

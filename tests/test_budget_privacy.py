@@ -1,0 +1,128 @@
+"""Budgets and eviction; encryption at rest; secure deletion; no network; quiet logs."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+from crash_harness import PREFERENCES, batch_items
+
+from epic_edge.backends.numpy_index import NumpyIndex
+from epic_edge.crypto import Sealer
+from epic_edge.errors import MemoryFileError
+from epic_edge.memory import Memory
+from epic_edge.types import Preference, Verdict
+from fakes import BagOfWordsEmbedder, KeywordVerifier
+
+
+class ConfidenceVerifier(KeywordVerifier):
+    """Keeps like KeywordVerifier, with confidence read from the item ("conf=0.7")."""
+
+    def verify(self, item, candidates):
+        verdict = super().verify(item, candidates)
+        if verdict.keep and "conf=" in item:
+            verdict.confidence = float(item.split("conf=")[1].split()[0])
+        return verdict
+
+
+def _memory(path, key=None, verifier=None):
+    emb = BagOfWordsEmbedder()
+    return Memory.open(path, embedder=emb, verifier=verifier or ConfidenceVerifier(),
+                       index=NumpyIndex(emb.dim), tau=0.1, key=key)
+
+
+def test_entry_budget_evicts_lowest_confidence_first(tmp_path):
+    with _memory(tmp_path / "m.epic") as memory:
+        memory.add_preference("vegan tofu cooking")
+        memory.ingest([f"vegan tofu dish number {i} conf={c}"
+                       for i, c in enumerate([0.9, 0.2, 0.8, 0.1, 0.7])])
+        assert memory.set_budget(max_entries=3) == 2
+        kept = {h.item_text for h in memory.retrieve("vegan tofu", k=10)}
+        assert kept == {"vegan tofu dish number 0 conf=0.9", "vegan tofu dish number 2 conf=0.8",
+                        "vegan tofu dish number 4 conf=0.7"}
+        stats = memory.ingest(["vegan tofu dish number 5 conf=0.95"])
+        assert stats[0].evicted == 1 and memory.info()["entries"] == 3
+        assert memory.info()["evicted_total"] == 3 and memory.check().ok
+
+
+def test_older_entries_are_evicted_before_newer_ones_of_equal_confidence(tmp_path):
+    with _memory(tmp_path / "m.epic") as memory:
+        memory.add_preference("vegan tofu cooking")
+        memory.ingest(["vegan tofu old dish conf=0.5", "vegan tofu new dish conf=0.5"])
+        with memory.store.transaction() as conn:  # age the first entry by 60 days
+            conn.execute("UPDATE entries SET updated_at = updated_at - 60 * 86400 WHERE id = "
+                         "(SELECT MIN(id) FROM entries)")
+        memory.set_budget(max_entries=1)
+        assert [h.item_text for h in memory.retrieve("vegan tofu")] == [
+            "vegan tofu new dish conf=0.5"]
+
+
+def test_byte_budget_shrinks_the_file(tmp_path):
+    with _memory(tmp_path / "m.epic") as memory:
+        memory.add_preferences(PREFERENCES)
+        for n in range(10):
+            memory.ingest(batch_items(n))
+        before = memory.footprint()["total"]
+        memory.set_budget(max_bytes=before // 2)
+        assert memory.footprint()["total"] <= before // 2
+        assert memory.info()["entries"] > 0 and memory.check().ok
+
+
+def _raw(path) -> bytes:
+    return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+
+
+def test_encryption_at_rest_and_keys(tmp_path):
+    path, key = tmp_path / "m.epic", Sealer.new_key()
+    secret = "vegan tofu recipe from my grandmother Ottilie"
+    with _memory(path, key=key) as memory:
+        memory.add_preference("vegan tofu cooking")
+        memory.ingest([secret])
+        assert memory.retrieve("vegan tofu")[0].item_text == secret
+    raw = _raw(path)
+    assert b"Ottilie" not in raw and b"vegan tofu cooking" not in raw
+    with _memory(path, key=key) as memory:
+        assert memory.retrieve("vegan tofu")[0].item_text == secret
+    with pytest.raises(MemoryFileError, match="encrypted"):
+        _memory(path)
+    with pytest.raises(MemoryFileError, match="wrong key"):
+        _memory(path, key=Sealer.new_key())
+
+
+def test_removed_text_leaves_no_bytes_behind(tmp_path):
+    path = tmp_path / "m.epic"
+    with _memory(path) as memory:
+        memory.add_preferences(["vegan tofu cooking", "electric battery cars"])
+        memory.ingest(["vegan tofu dish from Zanzibarquux kitchen", "electric battery car"])
+        assert b"Zanzibarquux" in _raw(path)
+        memory.remove_preference("vegan tofu cooking")
+        assert b"Zanzibarquux" not in _raw(path)
+    assert b"Zanzibarquux" not in _raw(path)
+
+
+def test_demo_runs_with_sockets_blocked(monkeypatch, reference_models, capsys):
+    def refuse(*args, **kwargs):
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    from epic_edge.cli import main
+
+    assert main(["demo", "--limit", "12", "--questions", "1",
+                 "--models", str(reference_models)]) == 0
+    assert "store-everything" in capsys.readouterr().out
+
+
+def test_logs_hold_no_item_text(tmp_path, caplog):
+    class Broken:
+        def verify(self, item: str, candidates: list[Preference]) -> Verdict:
+            raise RuntimeError(f"model choked on {item}")
+
+    caplog.set_level(logging.DEBUG)
+    with _memory(tmp_path / "m.epic", verifier=Broken()) as memory:
+        memory.add_preference("vegan tofu cooking")
+        stats = memory.ingest(["vegan tofu secret-recipe-Quokka", b"vegan \xff tofu Wombatix"])
+    assert stats[0].verified == 2 and stats[0].kept == 0
+    assert "Quokka" not in caplog.text and "Wombatix" not in caplog.text
+    assert "treated as Discard" in caplog.text

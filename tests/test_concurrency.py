@@ -1,0 +1,90 @@
+"""Readers keep working during a writer's ingest, across processes and threads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+from crash_harness import PREFERENCES, TESTS, WRITER, batch_items, open_fake_memory
+
+READER = f"""
+import sys, time
+sys.path.insert(0, {str(TESTS)!r})
+from crash_harness import open_fake_memory
+memory = open_fake_memory(sys.argv[1])
+ok = errors = most = 0
+deadline = time.time() + float(sys.argv[2])
+while time.time() < deadline:
+    try:
+        most = max(most, len(memory.retrieve("vegan tofu plant cooking", k=50)))
+        ok += 1
+    except Exception as exc:
+        errors += 1
+        print("error", type(exc).__name__, exc, file=sys.stderr)
+print(ok, errors, most)
+"""
+
+
+def test_readers_in_other_processes_see_commits_without_errors(tmp_path):
+    path = tmp_path / "m.epic"
+    with open_fake_memory(str(path)) as memory:
+        memory.add_preferences(PREFERENCES)
+        memory.ingest(batch_items(0))
+    readers = [subprocess.Popen([sys.executable, "-c", READER, str(path), "6"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]  # a second writer waits on SQLite's lock, then proceeds
+    for proc in writers:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    for proc in readers:
+        out, err = proc.communicate(timeout=300)
+        ok, errors, most = map(int, out.split())
+        assert errors == 0, err
+        assert ok > 0
+    with open_fake_memory(str(path)) as memory:
+        assert memory.check().ok
+        texts = [r[0] for r in memory.store.query("SELECT text FROM items")]
+        assert len(texts) == len(set(texts))  # two writers, same items: no duplicates
+        assert len(memory.retrieve("vegan tofu plant cooking", k=50)) > most // 2
+
+
+def test_reader_process_picks_up_new_entries(tmp_path):
+    path = tmp_path / "m.epic"
+    with open_fake_memory(str(path)) as writer, open_fake_memory(str(path)) as reader:
+        writer.add_preferences(PREFERENCES)
+        assert reader.retrieve("vegan tofu") == []
+        writer.ingest(batch_items(1))
+        assert reader.retrieve("vegan tofu")  # sees the other connection's commit
+        assert len(reader.preferences()) == 2
+
+
+def test_memory_object_is_safe_to_share_across_threads(tmp_path):
+    memory = open_fake_memory(str(tmp_path / "m.epic"))
+    memory.add_preferences(PREFERENCES)
+    memory.ingest(batch_items(0))
+    failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                hits = memory.retrieve("electric battery range", k=5)
+                assert all(h.instruction for h in hits)
+            except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+                failures.append(exc)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for n in range(2, 12):
+        memory.ingest(batch_items(n))
+    stop.set()
+    for t in threads:
+        t.join()
+    memory.close()
+    assert not failures, failures[0]
