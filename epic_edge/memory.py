@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 MAX_PREFERENCE_CHARS = 2_000
 MAX_QUESTION_CHARS = 8_000
+MAX_PREFERENCES = 1_000  # steering is O(preferences) per query; beyond this, split memories
 
 
 def _clean_text(text: Any, what: str, limit: int) -> str:
@@ -163,6 +164,8 @@ class Memory:
         for pref in self.steering.preferences:
             if pref.text == text:
                 return pref
+        if len(self.steering) >= MAX_PREFERENCES:
+            raise InvalidInputError(f"a memory holds at most {MAX_PREFERENCES} preferences")
         vector = self.embedder.embed([text])[0]
         with self._lock, self.store.transaction() as conn:
             pid = self.store.insert_preference(conn, text, vector)

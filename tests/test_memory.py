@@ -151,3 +151,31 @@ def test_footprint_parts_add_up(memory):
     assert fp["vectors"] == 2 * 256 * 4
     assert fp["total"] == sum(v for k, v in fp.items() if k != "total")
     assert fp["items"] > 0 and fp["instructions"] > 0 and fp["preferences"] > 0
+
+
+def test_fifty_megabyte_item_is_cut_and_chunked(memory, caplog):
+    from epic_edge.items import MAX_ITEM_CHARS
+
+    huge = ("Electric vehicles store energy in a battery pack. " * 1_000_000)[: 50 << 20]
+    stats = memory.ingest([huge], batch_size=4096)
+    seen = sum(s.seen for s in stats)
+    assert 0 < seen <= MAX_ITEM_CHARS // 300  # chunks of the first MAX_ITEM_CHARS only
+    assert "was cut" in caplog.text and "Electric" not in caplog.text
+
+
+def test_control_characters_are_removed(memory):
+    memory.ingest(["electric\x00 battery\x1b[31m vehicles \x07"])
+    hit = memory.retrieve("electric battery vehicles")[0]
+    assert hit.item_text == "electric battery[31m vehicles"
+
+
+def test_huge_and_duplicate_preference_lists(memory, monkeypatch):
+    import epic_edge.memory as memory_module
+
+    first = memory.add_preference("I like trains")
+    assert memory.add_preference("  I like   trains ") == first  # duplicate: same preference
+    monkeypatch.setattr(memory_module, "MAX_PREFERENCES", len(memory.preferences()) + 2)
+    memory.add_preferences(["pref a", "pref b"])
+    with pytest.raises(InvalidInputError, match="at most"):
+        memory.add_preference("one too many")
+    assert len(memory.preferences()) == memory_module.MAX_PREFERENCES
