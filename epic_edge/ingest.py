@@ -37,6 +37,7 @@ class BatchIngester:
         stats = BatchStats()
         with self._timed(stats, "prepare"):
             fresh, epoch = self._fresh_items(batch, stats)
+            replaced = self._changed_items(fresh)
         if not fresh:
             return stats
         keys = list(fresh)
@@ -71,13 +72,56 @@ class BatchIngester:
             )
         entries = [NewEntry(k, pid, inst, vec, conf)
                    for (k, pid, inst, conf), vec in zip(pending, inst_vectors)]
+        with self._timed(stats, "consolidate"):
+            entries, refresh = self._consolidate(entries)
+            stats.consolidated = len(pending) - len(entries)
+            linked = {e.item_key for e in entries}
+            kept_items = {k: v for k, v in kept_items.items() if k in linked}
         with self._timed(stats, "write"), mem._lock:
             with mem.store.transaction() as conn:
-                ids = mem.store.write_batch(conn, kept_items, entries, keys, epoch)
+                dropped = mem.store.delete_items(conn, replaced)
+                ids = mem.store.write_batch(conn, kept_items, entries, keys, epoch, refresh)
             with self._timed(stats, "index"):
-                mem._index_add(np.array(ids, dtype=np.int64), inst_vectors)
+                mem._forget(dropped)
+                mem._index_add(np.array(ids, dtype=np.int64),
+                               np.array([e.embedding for e in entries], np.float32))
         stats.entries_added = len(ids)
+        stats.replaced = len(replaced)
         return stats
+
+    def _changed_items(self, fresh: dict[bytes, Item]) -> list[int]:
+        """Rows of stored items whose id comes again with new content: replaced, not kept twice."""
+        ids = [item.id for item in fresh.values() if item.id]
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.memory.store.query(
+            f"SELECT id, content_hash FROM items WHERE external_id IN ({marks})", ids)
+        return [int(row_id) for row_id, key in rows if bytes(key) not in fresh]
+
+    def _consolidate(self, entries: list[NewEntry]) -> tuple[list[NewEntry], dict[int, float]]:
+        """Merge near-duplicate instructions of one preference (cosine >= threshold): the
+        stored entry is refreshed (newer timestamp, higher confidence) instead of adding one."""
+        threshold = self.memory.consolidate_threshold
+        if threshold is None or not entries:
+            return entries, {}
+        mem = self.memory
+        keep: list[NewEntry] = []
+        refresh: dict[int, float] = {}
+        vectors = np.array([e.embedding for e in entries], np.float32)
+        with mem._lock:
+            scores, ids = mem.index.search(vectors, 4)
+        owners = mem.store.entry_preferences(int(i) for i in ids.ravel() if i >= 0)
+        for n, entry in enumerate(entries):
+            pid = entry.preference_id
+            match = next((int(i) for s, i in zip(scores[n], ids[n])
+                          if i >= 0 and s >= threshold and owners.get(int(i)) == pid), None)
+            if match is not None:
+                refresh[match] = max(refresh.get(match, 0.0), entry.confidence)
+            elif not any(k.preference_id == entry.preference_id
+                         and float(k.embedding @ entry.embedding) >= threshold for k in keep):
+                keep.append(entry)
+        return keep, refresh
 
     def _fresh_items(self, batch: list[Any], stats: BatchStats) -> tuple[dict[bytes, Item], int]:
         """Clean and chunk the batch; keep items not yet judged under today's preferences."""

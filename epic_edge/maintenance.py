@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from epic_edge.errors import MemoryFileError
-from epic_edge.store import MemoryStore, from_blob
+from epic_edge.store import MemoryStore
+from epic_edge.vectors import decode
 
 DEFAULT_HALF_LIFE_DAYS = 30.0
 
@@ -117,10 +118,10 @@ def check(store: MemoryStore) -> CheckReport:
         report.problems.append("meta lacks the embedder fingerprint or dim")
         return report
     dim = int(dim_text)
-    for table in ("preferences", "entries"):
+    for table, fmt in (("preferences", "float32"), ("entries", store.vector_format)):
         for row_id, blob in store.query(f"SELECT id, embedding FROM {table}"):
             try:
-                vector = from_blob(blob, dim)
+                vector = decode(blob, dim, fmt)
             except MemoryFileError as exc:
                 report.problems.append(f"{table} row {row_id}: {exc}")
                 continue

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge import registry
-from epic_edge.context import format_context
+from epic_edge.context import format_context, regime_rules
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester
 from epic_edge.maintenance import (
@@ -27,9 +27,11 @@ from epic_edge.maintenance import (
 from epic_edge.models import model_dir as default_model_dir
 from epic_edge.profiles import Profile, load_profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
+from epic_edge.retrieval import Retrieval, lookup
 from epic_edge.stages import Steering
 from epic_edge.store import MemoryStore
 from epic_edge.types import BatchStats, Hit, Preference
+from epic_edge.vectors import decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,10 @@ class Memory:
         k: int = 5,
         verifier: Verifier | Callable[[], Verifier] | None = None,
         profile: Profile | None = None,
+        vector_format: str = "float32",
+        gate: float | None = None,
+        min_score: float | None = None,
+        consolidate_threshold: float | None = 0.95,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -69,9 +75,13 @@ class Memory:
         self.tau = float(tau)
         self.k = int(k)
         self.profile = profile
+        self.gate = gate  # no memory when the question's closest preference is below this
+        self.min_score = min_score  # hits scoring below this are dropped
+        # a new instruction this close to a stored one of the same preference is merged
+        self.consolidate_threshold = consolidate_threshold
         self._verifier = verifier
         self._lock = threading.RLock()
-        store.bind_embedder(embedder.fingerprint, embedder.dim, self.tau)
+        store.bind_embedder(embedder.fingerprint, embedder.dim, self.tau, vector_format)
         self._indexed = np.empty(0, dtype=np.int64)
         self._reload()
 
@@ -103,10 +113,13 @@ class Memory:
         k: int | None = None,
         model_dir: str | Path | None = None,
         key: bytes | None = None,
+        vector_format: str | None = None,
     ) -> Memory:
         """Open (or create) the memory at `path`; explicit instances override the profile.
 
         `key` (32 bytes, kept by the app) encrypts item text, instructions and preferences.
+        `vector_format` ("float32", "float16", "int8") applies when the file is created;
+        default: the profile's index.vectors, else float32.
         """
         prof = profile if isinstance(profile, Profile) else load_profile(profile)
         models = Path(model_dir) if model_dir else default_model_dir()
@@ -121,8 +134,12 @@ class Memory:
             )
             verifier_config = prof.verifier or {"backend": "template"}
             factory = verifier or (lambda: registry.create("verifier", verifier_config, models))
+            fmt = vector_format or str(prof.index.get("vectors", "float32"))
+            # gate and floor are calibrated for the profile's embedder, like tau
+            calibrated = prof.retrieval if embedder is None else {}
             return cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
-                       verifier=factory, profile=prof)
+                       verifier=factory, profile=prof, vector_format=fmt,
+                       gate=calibrated.get("gate"), min_score=calibrated.get("min_score"))
         except BaseException:
             store.close()
             raise
@@ -189,6 +206,9 @@ class Memory:
         return len(entry_ids)
 
     def _index_add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        fmt = self.store.vector_format
+        if fmt != "float32" and len(vectors):  # search what the file holds, as after a reopen
+            vectors = np.stack([decode(encode(v, fmt), self.embedder.dim, fmt) for v in vectors])
         self.index.add(ids, vectors)
         self._indexed = np.union1d(self._indexed, ids)
 
@@ -229,6 +249,29 @@ class Memory:
         return list(self.ingest_batches(items, batch_size))
 
     # -- retrieval ----------------------------------------------------------------------
+    def lookup(
+        self,
+        question: str,
+        k: int | None = None,
+        *,
+        steer: bool = True,
+        gate: float | None = None,
+        min_score: float | None = None,
+    ) -> Retrieval:
+        """Top-k entries with the reason memory is (not) used; see epic_edge.retrieval.
+
+        `gate` and `min_score` default to this memory's (from the profile, calibrated for
+        its embedder); pass -1 to switch the gate off for one call.
+        """
+        question = _clean_text(question, "question", MAX_QUESTION_CHARS)
+        k = self.k if k is None else int(k)
+        if k < 1:
+            raise InvalidInputError("k must be at least 1")
+        self._sync()
+        return lookup(self, question, k, steer=steer,
+                      gate=self.gate if gate is None else gate,
+                      min_score=self.min_score if min_score is None else min_score)
+
     def retrieve(
         self,
         question: str,
@@ -236,47 +279,30 @@ class Memory:
         *,
         steer: bool = True,
         timings: dict[str, float] | None = None,
+        gate: float | None = None,
+        min_score: float | None = None,
     ) -> list[Hit]:
         """Top-k entries for a question, steered toward its closest preference by default.
 
         Pass a dict as `timings` to receive seconds per step (embed, steer, search, fetch).
         """
-        question = _clean_text(question, "question", MAX_QUESTION_CHARS)
-        k = self.k if k is None else int(k)
-        if k < 1:
-            raise InvalidInputError("k must be at least 1")
-        self._sync()
-        if len(self.index) == 0:
-            return []
-        clock = [time.perf_counter()]
+        found = self.lookup(question, k, steer=steer, gate=gate, min_score=min_score)
+        if timings is not None:
+            timings.update(found.timings)
+        return found.hits
 
-        def lap(step: str) -> None:
-            clock.append(time.perf_counter())
-            if timings is not None:
-                timings[step] = clock[-1] - clock[-2]
+    def context(self, question: str, k: int | None = None, regime: str = "conservative") -> str:
+        """The block an app puts in its LLM prompt; empty when memory should stay out.
 
-        q = self.embedder.embed([question])[0]
-        lap("embed")
-        query = self.steering.steer(q)[0] if steer else q
-        lap("steer")
-        with self._lock:
-            scores, ids = self.index.search(query.reshape(1, -1), k)
-        lap("search")
-        rows = self.store.entries_by_id(i for i in ids[0] if i >= 0)
-        hits = []
-        for score, entry_id in zip(scores[0], ids[0]):
-            row = rows.get(int(entry_id))
-            if row is None:
-                continue
-            eid, instruction, confidence, item_text, source, pid, ptext = row
-            hits.append(Hit(eid, float(score), instruction, item_text, Preference(pid, ptext),
-                            source, float(confidence)))
-        lap("fetch")
-        return hits
-
-    def context(self, question: str, k: int | None = None) -> str:
-        """The block an app puts in its LLM prompt; empty when memory has nothing."""
-        return format_context(self.retrieve(question, k))
+        Regimes (epic_edge.context.REGIMES): conservative (default: stricter gate and floor,
+        at most 3 notes, told to ignore them for factual questions), ordinary, aggressive.
+        """
+        rules = regime_rules(regime)
+        gate, floor = rules.thresholds(self.gate, self.min_score)
+        found = self.lookup(question, min(k or self.k, rules.max_hits),
+                            gate=-1.0 if gate is None else gate,
+                            min_score=-1.0 if floor is None else floor)
+        return format_context(found.hits, rules.header)
 
     # -- reporting ----------------------------------------------------------------------
     def set_budget(

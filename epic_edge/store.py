@@ -16,6 +16,7 @@ import numpy as np
 from epic_edge.crypto import Sealer
 from epic_edge.errors import EmbedderMismatchError, MemoryFileError
 from epic_edge.types import Preference
+from epic_edge.vectors import check_format, decode, encode
 
 SCHEMA_VERSION = 1
 
@@ -58,14 +59,11 @@ _FOOTPRINT_SQL = {
 
 
 def to_blob(vector: np.ndarray) -> bytes:
-    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+    return encode(vector, "float32")
 
 
-def from_blob(blob: bytes, dim: int) -> np.ndarray:
-    vector = np.frombuffer(blob, dtype="<f4")
-    if vector.shape != (dim,):
-        raise MemoryFileError(f"stored embedding has {vector.size} values, expected {dim}")
-    return vector
+def from_blob(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
+    return decode(blob, dim, fmt)
 
 
 @dataclass(frozen=True)
@@ -119,6 +117,7 @@ class MemoryStore:
             self.conn.close()
             raise
         self.data_version = self._data_version()
+        self._vector_format: str | None = None
 
     @contextmanager
     def _translate(self) -> Iterator[None]:
@@ -189,7 +188,9 @@ class MemoryStore:
     def set_meta(self, conn: sqlite3.Connection, key: str, value: object) -> None:
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
 
-    def bind_embedder(self, fingerprint: str, dim: int, tau: float) -> None:
+    def bind_embedder(
+        self, fingerprint: str, dim: int, tau: float, vector_format: str = "float32"
+    ) -> None:
         """Record the embedder on a new file; refuse a file built by another one."""
         version = self.get_meta("schema_version")
         if version is not None and int(version) > SCHEMA_VERSION:
@@ -204,14 +205,23 @@ class MemoryStore:
                 self.set_meta(conn, "embedder", fingerprint)
                 self.set_meta(conn, "dim", dim)
                 self.set_meta(conn, "tau", tau)
+                self.set_meta(conn, "vector_format", check_format(vector_format))
                 self.set_meta(conn, "epoch", 0)
                 self.set_meta(conn, "created_at", time.time())
+            self._vector_format = None
         elif stored != fingerprint or int(self.get_meta("dim") or -1) != dim:
             raise EmbedderMismatchError(
                 f"{self.path} was built with embedder {stored!r}; it cannot be read with "
                 f"{fingerprint!r} (vectors from different embedders are not comparable). "
                 "Open it with the same embedder or build a new memory."
             )
+
+    @property
+    def vector_format(self) -> str:
+        """How entry vectors are stored: float32, float16 or int8 (fixed at creation)."""
+        if self._vector_format is None:
+            self._vector_format = self.get_meta("vector_format") or "float32"
+        return self._vector_format
 
     @property
     def epoch(self) -> int:
@@ -227,7 +237,8 @@ class MemoryStore:
     def entry_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self.query("SELECT id, embedding FROM entries ORDER BY id")
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        vectors = np.stack([from_blob(r[1], dim) for r in rows]) if rows else np.empty((0, dim))
+        fmt = self.vector_format
+        vectors = np.stack([decode(r[1], dim, fmt) for r in rows]) if rows else np.empty((0, dim))
         return ids, vectors.astype(np.float32)
 
     def entries_by_id(self, ids: Iterable[int]) -> dict[int, tuple]:
@@ -255,6 +266,15 @@ class MemoryStore:
             [epoch, *keys],
         )
         return set(keys) - {bytes(r[0]) for r in done}
+
+    def entry_preferences(self, ids: Iterable[int]) -> dict[int, int]:
+        """entry id -> preference id."""
+        ids = list(ids)
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = self.query(f"SELECT id, preference_id FROM entries WHERE id IN ({marks})", ids)
+        return {int(r[0]): int(r[1]) for r in rows}
 
     def linked_preferences(self, key: bytes) -> set[int]:
         rows = self.query(
@@ -298,6 +318,16 @@ class MemoryStore:
         conn.execute("DELETE FROM items WHERE id NOT IN (SELECT DISTINCT item_id FROM entries)")
         return entry_ids
 
+    def delete_items(self, conn: sqlite3.Connection, item_ids: list[int]) -> list[int]:
+        """Delete items and their entries; return the entry ids removed."""
+        entry_ids: list[int] = []
+        for item_id in item_ids:
+            entry_ids += [int(r[0]) for r in
+                          conn.execute("SELECT id FROM entries WHERE item_id=?", (item_id,))]
+            conn.execute("DELETE FROM entries WHERE item_id=?", (item_id,))
+            conn.execute("DELETE FROM items WHERE id=?", (item_id,))
+        return entry_ids
+
     def write_batch(
         self,
         conn: sqlite3.Connection,
@@ -305,6 +335,7 @@ class MemoryStore:
         entries: list[NewEntry],
         judged: Iterable[bytes],
         epoch: int,
+        refresh: dict[int, float] | None = None,
     ) -> list[int]:
         """Store kept items and their entries and mark every judged item seen.
 
@@ -330,10 +361,14 @@ class MemoryStore:
                 "instruction=excluded.instruction, embedding=excluded.embedding, "
                 "confidence=excluded.confidence, updated_at=? RETURNING id",
                 (item_id, entry.preference_id, self.sealer.seal(entry.instruction),
-                 to_blob(entry.embedding),
+                 encode(entry.embedding, self.vector_format),
                  entry.confidence, now, now, now),
             )
             new_ids.append(int(cur.fetchone()[0]))
+        conn.executemany(
+            "UPDATE entries SET confidence = MAX(confidence, ?), updated_at = ? WHERE id = ?",
+            [(conf, now, entry_id) for entry_id, conf in (refresh or {}).items()],
+        )
         conn.executemany(
             "INSERT OR REPLACE INTO seen(content_hash, epoch) VALUES (?, ?)",
             [(key, epoch) for key in judged],

@@ -68,6 +68,8 @@ class BatchStats:
     entries_added: int = 0
     llm_calls: int = 0
     evicted: int = 0
+    consolidated: int = 0
+    replaced: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -75,7 +77,7 @@ class BatchStats:
 
     def merge(self, other: BatchStats) -> None:
         for name in ("seen", "duplicates", "rejected", "passed_filter", "verified", "kept",
-                     "entries_added", "llm_calls", "evicted"):
+                     "entries_added", "llm_calls", "evicted", "consolidated", "replaced"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for stage, secs in other.seconds.items():
             self.add_time(stage, secs)

@@ -31,7 +31,7 @@ class BagOfWordsEmbedder:
         self.calls.append(len(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for word in re.findall(r"[a-z]+", text.lower()):
+            for word in re.findall(r"[a-z0-9]+", text.lower()):
                 if word in STOPWORDS:
                     continue
                 bucket = int.from_bytes(hashlib.md5(word.encode()).digest()[:4], "little")
@@ -57,4 +57,5 @@ class KeywordVerifier:
         if not kept:
             return Verdict.discard("no keyword", llm_calls=1, confidence=0.1)
         return Verdict(True, [p.id for p in kept],
-                       {p.id: f"Use for {p.text}" for p in kept}, "keyword", 0.9, 1 + len(kept))
+                       {p.id: f"Use for {p.text} when reading {item[:60]}" for p in kept},
+                       "keyword", 0.9, 1 + len(kept))

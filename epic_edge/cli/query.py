@@ -14,19 +14,26 @@ def main(argv: list[str]) -> int:
     p.add_argument("-k", type=int, default=None, help="entries to return (profile default: 5)")
     p.add_argument("--no-steer", action="store_true", help="search with the raw query")
     p.add_argument("--context", action="store_true", help="print the prompt block for an LLM")
+    p.add_argument("--regime", choices=["conservative", "ordinary", "aggressive"],
+                   default="conservative", help="with --context: how eagerly memory enters")
+    p.add_argument("--no-gate", action="store_true",
+                   help="retrieve even when the question is far from every preference")
     p.add_argument("--json", action="store_true", help="print hits as JSON")
     add_memory_options(p)
     args = p.parse_args(argv)
     with open_memory(args) as memory:
         if args.context:
-            print(memory.context(args.question, args.k) or "(no memory bears on this question)")
+            block = memory.context(args.question, args.k, regime=args.regime)
+            print(block or "(no memory bears on this question)")
             return 0
-        hits = memory.retrieve(args.question, args.k, steer=not args.no_steer)
+        found = memory.lookup(args.question, args.k, steer=not args.no_steer,
+                              gate=-1.0 if args.no_gate else None)
+        hits = found.hits
     if args.json:
         print(json.dumps([asdict(h) for h in hits], indent=2, ensure_ascii=False))
         return 0
     if not hits:
-        print("(no entries)")
+        print(f"(no memory: {found.reason})")
     for n, hit in enumerate(hits, 1):
         print(f"{n}. [{hit.score:.3f}] preference: {hit.preference.text}")
         print(f"   instruction: {hit.instruction}")

@@ -1,0 +1,105 @@
+"""Memory-policy figures: the memory-use gate on PrefWiki, and compressed vectors' agreement.
+
+    python -m epic_edge.bench.policy [--json OUT] [--models DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.datasets import load_prefwiki, load_sample_corpus, load_sample_persona
+from epic_edge.memory import Memory
+from epic_edge.models import model_dir
+from epic_edge.profiles import load_profile
+from epic_edge.protocols import Embedder
+from epic_edge.registry import create
+
+THRESHOLDS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
+
+
+def gate_rates(embedder: Embedder, thresholds=THRESHOLDS) -> dict[str, Any]:
+    """Share of questions that get no memory, for a persona's own questions and for the same
+    questions asked of the next persona (index + 29, mod 57: another user's preferences)."""
+    personas = load_prefwiki()
+    prefs = [[b["preference"] for b in p["preference_blocks"]] for p in personas]
+    questions = [[q["question"] for b in p["preference_blocks"] for q in b["queries"]]
+                 for p in personas]
+    pref_vecs = [embedder.embed(p) for p in prefs]
+    own, other = [], []
+    for i, qs in enumerate(questions):
+        q_vecs = embedder.embed(qs)
+        own += list((q_vecs @ pref_vecs[i].T).max(axis=1))
+        other += list((q_vecs @ pref_vecs[(i + 29) % len(personas)].T).max(axis=1))
+    own_a, other_a = np.array(own), np.array(other)
+    return {
+        "questions": len(own),
+        "rows": [{"gate": t, "no_memory_own": float((own_a < t).mean()),
+                  "no_memory_other_persona": float((other_a < t).mean())} for t in thresholds],
+        "own_percentiles": np.percentile(own_a, [5, 25, 50, 75, 95]).round(3).tolist(),
+        "other_percentiles": np.percentile(other_a, [5, 25, 50, 75, 95]).round(3).tolist(),
+    }
+
+
+def compression(models: Path, formats=("float32", "float16", "int8")) -> dict[str, Any]:
+    """Build the sample persona's memory (template verifier) once per vector format and
+    compare top-5 entries with float32 over all of the persona's PrefWiki questions."""
+    persona = load_sample_persona()
+    questions = [q["question"] for b in load_prefwiki()[persona["persona_index"]]
+                 ["preference_blocks"] for q in b["queries"]]
+    corpus = load_sample_corpus()
+    prof = load_profile("linux-cpu")
+    embedder = create("embedder", prof.embedder, models)
+    results: dict[str, Any] = {}
+    top: dict[str, list[list[int]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in formats:
+            with Memory.open(Path(tmp) / f"{fmt}.epic", prof, embedder=embedder,
+                             verifier=create("verifier", {"backend": "template"}, models),
+                             tau=prof.tau, vector_format=fmt) as memory:
+                memory.add_preferences(persona["preferences"])
+                memory.ingest(corpus)
+                hits = [memory.retrieve(q, 5, gate=-1.0) for q in questions]
+                top[fmt] = [[h.entry_id for h in hs] for hs in hits]
+                fp = memory.footprint()
+                results[fmt] = {"vectors_bytes": fp["vectors"], "total_bytes": fp["total"],
+                                "entries": memory.info()["entries"]}
+    for fmt in formats:
+        overlap = [len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(top[fmt], top["float32"])]
+        results[fmt]["top5_overlap_with_float32"] = float(np.mean(overlap))
+        results[fmt]["vectors_smaller_x"] = (results["float32"]["vectors_bytes"]
+                                             / max(results[fmt]["vectors_bytes"], 1))
+    return {"questions": len(questions), "formats": results}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m epic_edge.bench.policy", description=__doc__)
+    p.add_argument("--models", type=Path, default=None)
+    p.add_argument("--json", type=Path, default=None, help="write the figures as JSON")
+    args = p.parse_args(argv)
+    models = args.models or model_dir()
+    embedder = create("embedder", load_profile("linux-cpu").embedder, models)
+    gate = gate_rates(embedder)
+    print(f"Memory-use gate on PrefWiki ({gate['questions']} questions, MiniLM):")
+    print(f"  {'gate':>6} {'no memory: own prefs':>22} {'no memory: other persona':>26}")
+    for row in gate["rows"]:
+        print(f"  {row['gate']:>6.2f} {row['no_memory_own']:>22.1%} "
+              f"{row['no_memory_other_persona']:>26.1%}")
+    comp = compression(models)
+    print(f"\nCompressed instruction vectors (sample persona, {comp['questions']} questions):")
+    for fmt, r in comp["formats"].items():
+        print(f"  {fmt:>8}: vectors {r['vectors_bytes']:>8,} B ({r['vectors_smaller_x']:.2f}x "
+              f"smaller), file {r['total_bytes']:>8,} B, top-5 overlap with float32 "
+              f"{r['top5_overlap_with_float32']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps({"gate": gate, "compression": comp}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""One lookup: embed, route, gate, steer, search, fetch; with the reason memory was (not) used."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from epic_edge.types import Hit, Preference
+
+if TYPE_CHECKING:
+    from epic_edge.memory import Memory
+
+
+@dataclass
+class Retrieval:
+    """What a lookup found, and why memory is or is not offered for this question."""
+
+    hits: list[Hit]
+    preference: Preference | None  # p*, the preference the question is closest to
+    similarity: float  # E(q)·E(p*)
+    used_memory: bool
+    reason: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def lookup(
+    memory: Memory,
+    question: str,
+    k: int,
+    *,
+    steer: bool = True,
+    gate: float | None = None,
+    min_score: float | None = None,
+) -> Retrieval:
+    """Gate: no memory when E(q)·E(p*) < gate. Floor: hits scoring below min_score drop."""
+    timings: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(step: str) -> None:
+        clock.append(time.perf_counter())
+        timings[step] = clock[-1] - clock[-2]
+
+    if len(memory.index) == 0:
+        return Retrieval([], None, -1.0, False, "the memory holds no entries yet", timings)
+    q = memory.embedder.embed([question])[0]
+    lap("embed")
+    query, preference, similarity = memory.steering.steer(q)
+    if not steer:
+        query = q
+    lap("steer")
+    if gate is not None and similarity < gate:
+        return Retrieval([], preference, similarity, False,
+                         f"the question is far from every preference (closest similarity "
+                         f"{similarity:.3f} < gate {gate:.3f})", timings)
+    with memory._lock:
+        scores, ids = memory.index.search(np.asarray(query).reshape(1, -1), k)
+    lap("search")
+    rows = memory.store.entries_by_id(i for i in ids[0] if i >= 0)
+    hits = []
+    for score, entry_id in zip(scores[0], ids[0]):
+        row = rows.get(int(entry_id))
+        if row is None or (min_score is not None and score < min_score):
+            continue
+        eid, instruction, confidence, item_text, source, pid, ptext = row
+        hits.append(Hit(eid, float(score), instruction, item_text, Preference(pid, ptext),
+                        source, float(confidence)))
+    lap("fetch")
+    if not hits:
+        reason = (f"no entry scored at least {min_score:.3f}" if min_score is not None
+                  else "no entry found")
+        return Retrieval([], preference, similarity, False, reason, timings)
+    return Retrieval(hits, preference, similarity, True,
+                     f"closest preference at similarity {similarity:.3f}", timings)
