@@ -115,12 +115,17 @@ class OnnxEmbedder:
         self.dim: int = self._find_dim(chosen.shape)
 
     @staticmethod
-    def _providers(ort: Any, requested: Sequence[str] | None) -> list[str]:
+    def _providers(ort: Any, requested: Sequence[Any] | None) -> list[Any]:
+        """Requested providers this build has, in order; each a name or (name, options)."""
         available = ort.get_available_providers()
         wanted = list(requested) if requested else ["CPUExecutionProvider"]
-        usable = [p for p in wanted if p in available]
+
+        def name(p: Any) -> str:
+            return p if isinstance(p, str) else str(p[0])
+
+        usable = [p for p in wanted if name(p) in available]
         if len(usable) < len(wanted):
-            missing = [p for p in wanted if p not in available]
+            missing = [name(p) for p in wanted if name(p) not in available]
             warnings.warn(
                 f"ONNX Runtime providers {missing} are not available here ({available}); "
                 "falling back to what is",
@@ -231,6 +236,23 @@ class OnnxEmbedder:
             tokenizer_path,
             max_length=int(config.get("max_length", 256)),
             threads=int(config.get("threads", 0)),
-            providers=config.get("providers") or None,
+            providers=_with_options(config, Path(model_dir)),
             batch_size=int(config.get("batch_size", 32)),
         )
+
+
+def _with_options(config: dict[str, Any], model_dir: Path) -> list[Any] | None:
+    """Profile providers, each paired with its [embedder.provider_options.NAME] table if any;
+    option values ending in "_path" are relative to the model folder."""
+    names = config.get("providers") or None
+    options = config.get("provider_options") or {}
+    if not names:
+        return None
+    out: list[Any] = []
+    for provider in names:
+        opts = dict(options.get(provider) or {})
+        for key, value in opts.items():
+            if key.endswith("_path") and isinstance(value, str) and not Path(value).is_absolute():
+                opts[key] = str(model_dir / value)
+        out.append((provider, opts) if opts else provider)
+    return out

@@ -12,10 +12,18 @@ from epic_edge.errors import MissingExtraError, ProfileError
 _BACKENDS: dict[str, dict[str, tuple[str, str]]] = {
     "embedder": {
         "onnx": ("epic_edge.backends.onnx_embedder:OnnxEmbedder.from_config", "cpu"),
+        "coreml": ("epic_edge.backends.coreml_embedder:CoreMLEmbedder.from_config", "apple"),
+        "executorch": ("epic_edge.backends.executorch_embedder:ExecuTorchEmbedder.from_config",
+                       "android"),
     },
     "verifier": {
         "llama-cpp": ("epic_edge.backends.llama_cpp_verifier:LlamaCppVerifier.from_config", "cpu"),
         "template": ("epic_edge.backends.template_verifier:TemplateVerifier.from_config", ""),
+        "llama-server": ("epic_edge.backends.http_verifier:LlamaServerVerifier.from_config",
+                         "android"),
+        "mlx": ("epic_edge.backends.mlx_verifier:MlxVerifier.from_config", "apple"),
+        "llama-cpp-gpu": ("epic_edge.backends.llama_gpu_verifier:GpuLlamaVerifier.from_config",
+                          "jetson"),
     },
     "index": {
         "faiss": ("epic_edge.backends.faiss_index:FaissIndex.from_config", "cpu"),

@@ -1,1 +1,1 @@
-"""Per-device export: embedder to ONNX (and later Core ML / ExecuTorch), LLM files to GGUF."""
+"""Per-device export: embedder to ONNX / Core ML / ExecuTorch, LLM to GGUF / MLX, bundles."""

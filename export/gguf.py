@@ -181,3 +181,34 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# llama_ftype (general.file_type) -> quantisation name, for bundle manifests.
+FILE_TYPES: dict[int, str] = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+    11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
+    17: "Q5_K_M", 18: "Q6_K", 32: "BF16",
+}
+
+
+def gguf_metadata(path: Path) -> dict[str, object]:
+    """The GGUF's scalar and string metadata (arrays such as the vocabulary are skipped)."""
+    path = check_gguf(Path(path))
+    meta: dict[str, object] = {}
+    with path.open("rb") as fh:
+        _, _, n_kv = struct.unpack("<IQQ", _read_exact(fh, _HEADER_BYTES)[4:])
+        try:
+            for _ in range(n_kv):
+                key = _read_str(fh)
+                value = _read_value(fh, _unpack(fh, "<I"))
+                if value is not None:
+                    meta[key] = value
+        except (struct.error, EOFError, ValueError) as exc:
+            raise ModelNotFoundError(f"{path}: unreadable GGUF metadata ({exc})") from exc
+    return meta
+
+
+def gguf_quantisation(path: Path) -> str:
+    """Quantisation name ("Q4_1", "Q4_K_M", ...) from general.file_type, or "unknown"."""
+    file_type = gguf_metadata(path).get("general.file_type")
+    return FILE_TYPES.get(file_type, "unknown") if isinstance(file_type, int) else "unknown"

