@@ -177,21 +177,25 @@ class Memory:
 
     def add_preference(self, text: str) -> Preference:
         """Add a stated preference (a duplicate text returns the existing one)."""
-        text = _clean_text(text, "preference", MAX_PREFERENCE_CHARS)
-        for pref in self.steering.preferences:
-            if pref.text == text:
-                return pref
-        if len(self.steering) >= MAX_PREFERENCES:
-            raise InvalidInputError(f"a memory holds at most {MAX_PREFERENCES} preferences")
-        vector = self.embedder.embed([text])[0]
-        with self._lock, self.store.transaction() as conn:
-            pid = self.store.insert_preference(conn, text, vector)
-        with self._lock:
-            self._reload_preferences()
-        return Preference(pid, text)
+        return self.add_preferences([text])[0]
 
     def add_preferences(self, texts: Iterable[str]) -> list[Preference]:
-        return [self.add_preference(t) for t in texts]
+        """Add preferences in one transaction: all of them or, on error, none."""
+        cleaned = [_clean_text(t, "preference", MAX_PREFERENCE_CHARS) for t in texts]
+        self._sync()
+        known = {p.text: p for p in self.steering.preferences}
+        new = [t for t in dict.fromkeys(cleaned) if t not in known]
+        if len(known) + len(new) > MAX_PREFERENCES:
+            raise InvalidInputError(f"a memory holds at most {MAX_PREFERENCES} preferences")
+        if new:
+            vectors = self.embedder.embed(new)
+            with self._lock:
+                with self.store.transaction() as conn:
+                    for text, vector in zip(new, vectors):
+                        known[text] = Preference(
+                            self.store.insert_preference(conn, text, vector), text)
+                self._reload_preferences()
+        return [known[t] for t in cleaned]
 
     def remove_preference(self, preference: int | str | Preference) -> int:
         """Remove a preference and the entries linked to it; returns entries removed."""

@@ -19,11 +19,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("EPIC_FUZZ_EXAMPLES", "1000")
 
 import test_concurrency  # noqa: E402
 import test_fuzz  # noqa: E402
 from crash_harness import open_fake_memory, run_kill_trials  # noqa: E402
-from hypothesis import settings  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 
 
@@ -36,9 +36,8 @@ def machine() -> str:
 def fuzz(rounds: int) -> tuple[int, int, list[str]]:
     """Run the suite's property tests with 1,000 examples each (and the state machine)."""
     crashes, messages = 0, []
-    big = settings(max_examples=1000, deadline=None)
-    runs = [big(test_fuzz.test_expand_yields_clean_items_or_skips),
-            big(test_fuzz.test_questions_give_hits_or_a_clear_error),
+    runs = [test_fuzz.test_expand_yields_clean_items_or_skips,
+            test_fuzz.test_questions_give_hits_or_a_clear_error,
             lambda: run_state_machine_as_test(test_fuzz.MemoryMachine,
                                               settings=test_fuzz.MACHINE_SETTINGS)]
     for _ in range(rounds):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections import Counter
 from functools import lru_cache
@@ -28,7 +29,8 @@ ITEM = st.one_of(
     TEXT, st.binary(max_size=120), st.builds(dict, text=TEXT, source=st.text(max_size=20))
 )
 CASES: Counter[str] = Counter()  # generated cases run, read by scripts/reliability_report.py
-FAST = settings(max_examples=400, deadline=None)
+# scripts/reliability_report.py raises the count through EPIC_FUZZ_EXAMPLES
+FAST = settings(max_examples=int(os.environ.get("EPIC_FUZZ_EXAMPLES", "400")), deadline=None)
 
 
 @FAST
