@@ -78,6 +78,7 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
         if excess > 0:
             victims = retention_order(store, budget.half_life_days)[:excess]
             delete_entries(store, victims)
+            store.vacuum()
             evicted += victims
     if budget.max_bytes is not None:
         for _ in range(8):  # each round frees about what is needed, measured on disk

@@ -79,9 +79,9 @@ def eviction() -> list[str]:
         lines.append(f"- entry budget 100: evicted {evicted}, now {memory.info()['entries']} "
                      f"entries; check ok: {memory.check().ok}")
         target = memory.footprint()["total"] // 2
-        evicted = memory.set_budget(max_bytes=target)
+        evicted = memory.set_budget(max_entries=100, max_bytes=target)
         after = memory.info()
-        lines.append(f"- byte budget {target:,}: evicted {evicted} more, now "
+        lines.append(f"- entry budget 100 and byte budget {target:,}: evicted {evicted} more, now "
                      f"{after['entries']} entries and {after['footprint']['total']:,} bytes; "
                      f"check ok: {memory.check().ok}")
         memory.ingest(batch_items(99))
