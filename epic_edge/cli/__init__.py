@@ -18,6 +18,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("epic_edge.cli.info", "footprint, counts and profile of a memory"),
     "export": ("epic_edge.cli.export", "export a device bundle (models + manifest), or check one"),
     "devices": ("epic_edge.cli.devices", "list device profiles and whether each runs here"),
+    "bench": ("epic_edge.cli.bench", "benchmarks: latency, quality, stream, report"),
+    "data": ("epic_edge.cli.data", "fetch the offline bench corpora (wiki, chat) via pip"),
+    "eval": ("epic_edge.cli.eval", "judged PrefEval-style evaluation against an endpoint"),
     "check": ("epic_edge.cli.check", "integrity check of a memory file"),
     "budget": ("epic_edge.cli.budget", "cap a memory's entries or bytes (evicts by policy)"),
 }

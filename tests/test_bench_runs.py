@@ -1,0 +1,100 @@
+"""Bench runs on a corpus slice with the fake embedder and template verifier: JSON shape, plot."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from epic_edge.bench import latency, quality, report, stream
+from epic_edge.bench.systems import SYSTEMS
+from fakes import BagOfWordsEmbedder
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("EPIC_EDGE_DATA", str(tmp_path / "data"))
+
+
+def _quiet(*_args, **_kwargs):
+    pass
+
+
+@pytest.fixture(scope="module")
+def quality_result(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EPIC_EDGE_DATA", str(tmp_path_factory.mktemp("data")))
+    result = quality.run("prefwiki", corpus="sample", personas="0,1", tau=0.1,
+                         embedder=BagOfWordsEmbedder(), progress=False, log=_quiet)
+    mp.undo()
+    return result
+
+
+def test_quality_json_has_every_system_and_metric(quality_result):
+    r = json.loads(json.dumps(quality_result, default=float))
+    assert r["personas"] == [0, 1] and r["chunks"] == 300 and r["verifier"] == "template"
+    assert "template verifier" in r["verifier_note"]
+    assert list(r["systems"]) == list(SYSTEMS)
+    for name, row in r["systems"].items():
+        for key in ("pap@5", "hit@5", "coverage", "bytes_median", "retrieval_ms_median",
+                    "indexing_s_mean"):
+            assert isinstance(row[key], float), (name, key)
+        assert 0.0 <= row["pap@5"] <= row["hit@5"] <= 1.0
+    assert r["systems"]["store-everything"]["routing_accuracy"] is None
+    assert 0.0 <= r["systems"]["epic"]["routing_accuracy"] <= 1.0
+    assert len(r["per_persona"]) == 2 and r["per_persona"][0]["questions"] == 50
+    assert set(r["summary"]) >= {"epic_pap_margin", "store_everything_over_epic",
+                                 "projected_all_57_s"}
+
+
+def test_quality_memories_are_real_files(quality_result):
+    systems = quality_result["systems"]
+    # store-everything holds all 300 chunks with vectors: bigger than the coarse-only store
+    assert systems["store-everything"]["bytes_median"] > systems["coarse"]["bytes_median"] > 0
+    assert systems["epic"]["bytes_median"] == systems["coarse+fine"]["bytes_median"] > 0
+    assert quality_result["per_persona"][0]["coarse_items"] <= 300
+    assert "| coarse + fine + steering (EPIC) " in quality.render(quality_result)
+
+
+def test_quality_rejects_bad_persona_spec():
+    from epic_edge.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError):
+        quality.run("prefwiki", corpus="sample", personas="99", embedder=BagOfWordsEmbedder(),
+                    progress=False, log=_quiet)
+
+
+def test_stream_writes_plot_and_steps(tmp_path):
+    plot = tmp_path / "out" / "stream.png"
+    r = stream.run(corpus="sample", items=120, batches=4, drift=1.0, seed=3, tau=0.1,
+                   embedder=BagOfWordsEmbedder(), plot=plot, progress=False, log=_quiet)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    steps = r["steps"]
+    assert [s["items"] for s in steps] == [30, 60, 90, 120]
+    assert steps[0]["event"] is None and all(s["event"] for s in steps[1:])  # drift=1.0
+    se = [s["store_everything_bytes"] for s in steps]
+    assert se == sorted(se) and se[-1] > se[0]
+    assert all(not math.isnan(s["epic_pap"]) for s in steps)
+    assert "drift" in stream.render(r)
+
+
+def test_latency_json_shape_with_template_verifier():
+    r = latency.run(verifier="template", items=16, batch_size=4, runs=12, warmup=2,
+                    embedder=BagOfWordsEmbedder(), log=_quiet)
+    q = r["per_query"]
+    for row in ("embed", "steer", "search", "total", "reference_total", "steer_lean"):
+        assert q[row]["n"] == 12 and q[row]["median_ms"] >= 0
+    assert r["per_item"]["counts"]["items"] == 16 and r["per_item"]["counts"]["llm_calls"] == 0
+    assert r["summary"]["reference_over_ours"] > 0 and r["peak_rss_mb"] > 0
+    assert "paper reference path" in latency.render(r)
+
+
+def test_report_markdown_renders_from_results(tmp_path, quality_result):
+    lat = latency.run(verifier="template", items=8, batch_size=4, runs=4, warmup=1,
+                      embedder=BagOfWordsEmbedder(), log=_quiet)
+    st = stream.run(corpus="sample", items=60, batches=2, tau=0.1,
+                    embedder=BagOfWordsEmbedder(), progress=False, log=_quiet)
+    text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
+    assert text.startswith("# Benchmarks") and "stream.png" in text
+    assert report.COMMAND in text
