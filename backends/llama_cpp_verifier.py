@@ -19,6 +19,12 @@ from . import verifier_prompts as vp
 
 log = logging.getLogger(__name__)
 
+# "keep-discard": one Keep/Discard question over all candidates (one call per item);
+# "per-preference": one yes/no question per candidate preference (one call per candidate);
+# "none": no LLM decision, the coarse filter's candidates are kept and the LLM only writes
+# instructions (for models whose decision logits carry no signal: see bench.verification).
+DECISIONS = ("keep-discard", "per-preference", "none")
+
 _CHARS_PER_TOKEN_CUT = 32  # pre-cut huge items before tokenising; no token is this long
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
 
@@ -51,12 +57,16 @@ class LlamaCppVerifier:
         threshold: float = 0.5,
         max_preferences_per_item: int = 2,
         seed: int = 0,
+        decision: str = "keep-discard",
     ) -> None:
         from epic_edge.export.gguf import check_gguf
 
         llama_cpp = _import_llama_cpp()
         self.model_path = check_gguf(Path(model_path))
         self.threshold = float(threshold)
+        if decision not in DECISIONS:
+            raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
+        self.decision = decision
         self.max_instruction_tokens = int(max_instruction_tokens)
         self.max_preferences_per_item = max(1, int(max_preferences_per_item))
         self._lock = threading.Lock()
@@ -77,6 +87,8 @@ class LlamaCppVerifier:
         shared = self._keep_ids & self._discard_ids
         self._keep_ids -= shared
         self._discard_ids -= shared
+        self._yes_ids = self._first_tokens(vp.YES_WORDS)
+        self._no_ids = self._first_tokens(vp.NO_WORDS) - self._yes_ids
 
     @classmethod
     def from_config(cls, config: dict[str, Any], model_dir: Path) -> LlamaCppVerifier:
@@ -84,7 +96,7 @@ class LlamaCppVerifier:
         model = Path(str(config.get("model", "smollm2-135m-instruct-q4_1.gguf"))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
         keys = ("n_ctx", "threads", "max_instruction_tokens", "threshold",
-                "max_preferences_per_item", "seed")
+                "max_preferences_per_item", "seed", "decision")
         return cls(path, **{k: config[k] for k in keys if k in config})
 
     def close(self) -> None:
@@ -114,20 +126,58 @@ class LlamaCppVerifier:
         calls = 0
         try:
             item = self._truncate(item, candidates)
-            calls = 1
-            p_keep = self._p_keep(item, candidates)
+            if self.decision == "none":
+                probs = [1.0] * len(candidates)
+            elif self.decision == "per-preference":
+                probs = []
+                for pref in candidates:
+                    calls += 1
+                    probs.append(self._p_yes(item, pref))
+            else:
+                calls = 1
+                probs = [self._p_keep(item, candidates)] * len(candidates)
         except Exception as exc:  # never crash, never log the item (it may be personal)
             log.warning("llama.cpp decision failed (%s); item discarded", type(exc).__name__)
             return Verdict.discard(reason=f"decision failed: {type(exc).__name__}",
                                    llm_calls=calls)
+        p_keep = max(probs)
         if p_keep < self.threshold:
             return Verdict.discard(
                 reason=f"P(Keep)={p_keep:.3f} < threshold {self.threshold:.2f}",
-                llm_calls=1, confidence=1.0 - p_keep,
+                llm_calls=calls, confidence=1.0 - p_keep,
             )
-        kept = candidates[: self.max_preferences_per_item]
+        ranked = sorted((p for p, q in zip(candidates, probs) if q >= self.threshold),
+                        key=lambda p: -probs[candidates.index(p)])
+        kept = ranked[: self.max_preferences_per_item]
+        instructions, notes, more = self._instructions(item, candidates, kept)
+        reason = f"P(Keep)={p_keep:.3f} >= threshold {self.threshold:.2f}"
+        if notes:
+            reason += "; " + "; ".join(notes)
+        return Verdict(keep=True, preference_ids=[p.id for p in kept], instructions=instructions,
+                       reason=reason, confidence=p_keep, llm_calls=calls + more)
+
+    def write_instructions(
+        self, item: str, candidates: Sequence[Preference], kept: Sequence[Preference]
+    ) -> tuple[dict[int, str], list[str], int]:
+        """One checked instruction per kept preference (template on failure), for a decision
+        made elsewhere (e.g. a learned verifier); returns (instructions, notes, llm_calls)."""
+        if self._llm is None:
+            raise RuntimeError("LlamaCppVerifier is closed")
+        candidates = list(candidates) or list(kept)
+        with self._lock:
+            try:
+                item = self._truncate(item, candidates)
+            except Exception as exc:
+                note = f"template instructions ({type(exc).__name__})"
+                return {p.id: vp.template_instruction(p) for p in kept}, [note], 0
+            return self._instructions(item, candidates, list(kept))
+
+    def _instructions(
+        self, item: str, candidates: list[Preference], kept: list[Preference]
+    ) -> tuple[dict[int, str], list[str], int]:
         instructions: dict[int, str] = {}
         notes: list[str] = []
+        calls = 0
         for pref in kept:
             calls += 1
             try:
@@ -144,11 +194,7 @@ class LlamaCppVerifier:
                 text = vp.template_instruction(pref)
                 notes.append(f"template instruction for preference {pref.id} ({problem})")
             instructions[pref.id] = text
-        reason = f"P(Keep)={p_keep:.3f} >= threshold {self.threshold:.2f}"
-        if notes:
-            reason += "; " + "; ".join(notes)
-        return Verdict(keep=True, preference_ids=[p.id for p in kept], instructions=instructions,
-                       reason=reason, confidence=p_keep, llm_calls=calls)
+        return instructions, notes, calls
 
     # -- prompts and tokens ---------------------------------------------------------------------
 
@@ -210,12 +256,23 @@ class LlamaCppVerifier:
 
     def _p_keep(self, item: str, candidates: list[Preference]) -> float:
         """One forward pass; P(Keep) from the last position's logits (prefix KV reused)."""
-        if not self._keep_ids or not self._discard_ids:
-            raise LookupError("the vocabulary has no distinct Keep/Discard tokens")
         messages = vp.decision_messages(vp.ITEM_SLOT, candidates)
-        logits = self._eval_last_logits(self._prompt_tokens(messages, item=item))
-        keep = logits[sorted(self._keep_ids)].astype(np.float64)
-        discard = logits[sorted(self._discard_ids)].astype(np.float64)
+        return self._two_way(self._prompt_tokens(messages, item=item),
+                             self._keep_ids, self._discard_ids)
+
+    def _p_yes(self, item: str, preference: Preference) -> float:
+        """One forward pass; P(yes) that `item` bears on `preference`."""
+        messages = vp.question_messages(vp.ITEM_SLOT, preference)
+        return self._two_way(self._prompt_tokens(messages, item=item),
+                             self._yes_ids, self._no_ids)
+
+    def _two_way(self, tokens: list[int], pos: set[int], neg: set[int]) -> float:
+        """P(pos) / (P(pos) + P(neg)) over the first sub-tokens of the two answer words."""
+        if not pos or not neg:
+            raise LookupError("the vocabulary has no distinct answer tokens")
+        logits = self._eval_last_logits(tokens)
+        keep = logits[sorted(pos)].astype(np.float64)
+        discard = logits[sorted(neg)].astype(np.float64)
         if not (np.all(np.isfinite(keep)) and np.all(np.isfinite(discard))):
             raise FloatingPointError("non-finite decision logits")
         lk, ld = _logsumexp(keep), _logsumexp(discard)
@@ -223,6 +280,42 @@ class LlamaCppVerifier:
         if not math.isfinite(p_keep):
             raise FloatingPointError("non-finite P(Keep)")
         return p_keep
+
+    def score(self, item: str, candidates: Sequence[Preference], mode: str = "keep-discard",
+              examples: Sequence[tuple[str, str, bool]] = ()) -> list[float]:
+        """Decision probabilities without instructions (for calibration and the bench):
+        one P(Keep) per candidate ("keep-discard" and "few-shot" give the same value to all)."""
+        candidates = list(candidates)
+        with self._lock:
+            item = self._truncate(item, candidates)
+            if mode == "per-preference":
+                return [self._p_yes(item, p) for p in candidates]
+            if mode == "few-shot":
+                tokens = self._prompt_tokens(
+                    vp.fewshot_messages(vp.ITEM_SLOT, candidates, examples), item=item)
+                return [self._two_way(tokens, self._keep_ids, self._discard_ids)] * len(candidates)
+            if mode == "keep-discard":
+                return [self._p_keep(item, candidates)] * len(candidates)
+        raise ValueError(f"unknown scoring mode {mode!r}")
+
+    def generate_free(self, item: str, candidates: Sequence[Preference], max_tokens: int = 32,
+                      ) -> str:
+        """Greedy, unconstrained reply to the paper's free-form JSON decision prompt."""
+        candidates = list(candidates)
+        with self._lock:
+            item = self._truncate(item, candidates)
+            tokens = self._prompt_tokens(vp.json_messages(vp.ITEM_SLOT, candidates), item=item)
+            logits = self._eval_last_logits(tokens)
+            vocab = self._llm._model.vocab
+            out: list[int] = []
+            while len(out) < max_tokens:
+                tok = int(np.argmax(logits))
+                if self._llama_cpp.llama_vocab_is_eog(vocab, tok):
+                    break
+                out.append(tok)
+                self._llm.eval([tok])
+                logits = self._last_logits()
+            return self._llm.detokenize(out).decode("utf-8", errors="ignore")
 
     def _eval_last_logits(self, tokens: list[int]) -> np.ndarray:
         """Evaluate `tokens`, reusing the cached common prefix; copy of the last logits row."""

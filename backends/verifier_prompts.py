@@ -128,3 +128,73 @@ def _copied_share(words: list[str], item_words: list[str]) -> float:
                     best = cur[j]
         prev = cur
     return best / len(a)
+
+
+# -- other decision prompts (compared in epic_edge.bench.verification; shared by every LLM
+#    verifier backend, local or HTTP, so a decision means the same thing on every device) -----
+
+QUESTION_TASK = (
+    'The user says: "{preference}". Is this passage about something this preference is '
+    "about (the thing the user likes or avoids, or an alternative to it)? Answer yes or no."
+)
+YES_WORDS = ("yes", " yes", "Yes", " Yes")
+NO_WORDS = ("no", " no", "No", " No")
+
+# The paper's free-form JSON decision (parsed, not read from logits).
+JSON_TASK = (
+    "Decide whether to keep this passage for this user. Reply with JSON only, in the form "
+    '{"decision": "Keep" or "Discard", "preferences": [numbers of the preferences it bears on]}.'
+)
+
+
+def numbered_preferences(candidates: Sequence[Preference]) -> str:
+    return "\n".join(f"{k}. {p.text.strip()}" for k, p in enumerate(candidates, 1))
+
+
+def question_messages(item: str, preference: Preference) -> list[dict[str, str]]:
+    """Per-preference yes/no question; the passage comes before the preference so one item's
+    KV state is shared by the questions about each of its candidate preferences."""
+    return [
+        {"role": "system", "content": "You judge whether a passage matters to a user's "
+                                      "stated preference."},
+        {"role": "user", "content": PASSAGE.format(item=item)
+         + QUESTION_TASK.format(preference=preference.text.strip())},
+    ]
+
+
+def fewshot_messages(
+    item: str, candidates: Sequence[Preference], examples: Sequence[tuple[str, str, bool]]
+) -> list[dict[str, str]]:
+    """Decision prompt preceded by worked (preference, passage, keep) examples as chat turns;
+    the examples are fixed, so their KV state is a shared prefix across items."""
+    messages = [{"role": "system", "content": SYSTEM.format(
+        preferences="(each question lists them)") }]
+    for pref, passage, keep in examples:
+        messages.append({"role": "user", "content": f"Preferences:\n- {pref.strip()}\n"
+                         + PASSAGE.format(item=passage) + DECISION_TASK})
+        messages.append({"role": "assistant", "content": "Keep" if keep else "Discard"})
+    messages.append({"role": "user", "content": "Preferences:\n" + preference_list(candidates)
+                     + "\n" + PASSAGE.format(item=item) + DECISION_TASK})
+    return messages
+
+
+def json_messages(item: str, candidates: Sequence[Preference]) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM.format(
+            preferences=numbered_preferences(candidates))},
+        {"role": "user", "content": PASSAGE.format(item=item) + JSON_TASK},
+    ]
+
+
+def parse_json_decision(text: str) -> bool | None:
+    """Keep (True) / Discard (False) from a free-form JSON reply; None when unreadable.
+
+    Tolerant of truncation and prose around the JSON: the first Keep/Discard word wins.
+    """
+    lowered = text.lower()
+    k, d = lowered.find("keep"), lowered.find("discard")
+    if k < 0 and d < 0:
+        return None
+    if d < 0 or (0 <= k < d):
+        return True
+    return False

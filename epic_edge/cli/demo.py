@@ -12,16 +12,17 @@ from epic_edge.baseline import StoreEverything
 from epic_edge.cli.common import add_profile_options, human_bytes, parser
 from epic_edge.datasets import load_sample_corpus, load_sample_persona
 from epic_edge.memory import Memory
-from epic_edge.types import BatchStats, Hit
+from epic_edge.retrieval import Retrieval
+from epic_edge.types import BatchStats
 
 STAGES = ("embed", "filter", "verify", "embed_instructions", "write")
 
 
-def _show(label: str, hits: list[Hit], width: int = 110) -> None:
+def _show(label: str, found: Retrieval, width: int = 110) -> None:
     print(f"  {label}:")
-    if not hits:
-        print("    (no entries)")
-    for n, hit in enumerate(hits, 1):
+    if not found.hits:
+        print(f"    (no memory: {found.reason})")
+    for n, hit in enumerate(found.hits, 1):
         print(f"    {n}. [{hit.score:.3f}] {hit.source.rsplit('/', 1)[-1] or 'item'}"
               f" <- preference: {hit.preference.text[:60]}")
         print(f"       instruction: {hit.instruction[:width]}")
@@ -75,10 +76,10 @@ def _questions(memory: Memory, persona: dict, count: int, k: int) -> dict[str, l
     prefs = persona["preferences"]
     for q in persona["questions"][:count]:
         print(f"\nQ: {q['question']}\n   (gold preference: {prefs[q['gold_preference_index']]})")
-        _show("without steering", memory.retrieve(q["question"], k, steer=False))
-        timings: dict[str, float] = {}
-        _show("with steering (EPIC)", memory.retrieve(q["question"], k, timings=timings))
-        for step, secs in timings.items():
+        _show("without steering", memory.lookup(q["question"], k, steer=False))
+        found = memory.lookup(q["question"], k)
+        _show("with steering (EPIC)", found)
+        for step, secs in found.timings.items():
             times.setdefault(step, []).append(secs)
     return times
 

@@ -1,0 +1,203 @@
+"""Learned fine verification: a fine-tuned MiniLM (ONNX) decides, an optional LLM instructs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.errors import EpicEdgeError, MissingExtraError, ModelNotFoundError
+from epic_edge.types import Preference, Verdict
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "epic-verifier-minilm/model.onnx"
+SETUP_HINT = "build it with: python -m epic_edge.export.train_verifier"
+TEMPLATE_INSTRUCTION = (
+    "Use this passage when answering questions where the user's preference applies: {preference}."
+)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
+
+
+class CrossEncoderVerifier:
+    """Scores (preference, item) pairs with a model trained by epic_edge.export.train_verifier.
+
+    model.json "kind": "siamese" (fine-tuned bi-encoder: P = sigmoid(scale * cos + bias)) or
+    "cross-encoder" (one logit per "[CLS] preference [SEP] item"). One batched ONNX pass;
+    keeps the candidates with P(Keep) >= threshold. Instructions come from `instructor` (an
+    object with write_instructions(item, candidates, kept), e.g. the llama.cpp verifier, built
+    on first need) or from a template, so the LLM runs only for kept items."""
+
+    def __init__(self, model_path: str | Path, tokenizer_path: str | Path | None = None, *,
+                 threshold: float | None = None, max_length: int | None = None,
+                 threads: int = 0, max_preferences_per_item: int = 2,
+                 instructor: Any = None) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise MissingExtraError(f"the learned verifier needs onnxruntime and tokenizers"
+                                    f" ({exc}); install them with: pip install 'epic-edge[cpu]'"
+                                    ) from exc
+        self.model_path = Path(model_path)
+        tok_path = Path(tokenizer_path) if tokenizer_path else (
+            self.model_path.parent / "tokenizer.json")
+        for what, path in (("verifier model", self.model_path), ("tokenizer", tok_path)):
+            if not path.is_file():
+                raise ModelNotFoundError(f"{what} not found: {path}; {SETUP_HINT}")
+        meta_path = self.model_path.parent / "model.json"
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        self.threshold = float(threshold if threshold is not None else meta.get("threshold", 0.5))
+        self.max_length = int(max_length or meta.get("max_length", 192))
+        self.max_preferences_per_item = max(1, int(max_preferences_per_item))
+        opts = ort.SessionOptions()
+        if threads:
+            opts.intra_op_num_threads = int(threads)
+        try:
+            self._session = ort.InferenceSession(str(self.model_path), opts,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own types for bad files
+            raise ModelNotFoundError(f"{self.model_path} is not a loadable ONNX model ({exc}); "
+                                     f"{SETUP_HINT}") from exc
+        self._inputs = [i.name for i in self._session.get_inputs()]
+        self.kind = str(meta.get("kind", "cross-encoder"))
+        self._scale = float(meta.get("scale", 1.0))
+        self._bias = float(meta.get("bias", 0.0))
+        self._tok = Tokenizer.from_file(str(tok_path))
+        self._tok.enable_truncation(max_length=self.max_length, strategy="only_second"
+                                    if self.kind == "cross-encoder" else "longest_first")
+        self._tok.no_padding()
+        self._instructor = instructor
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], model_dir: Path) -> CrossEncoderVerifier:
+        """[verifier] backend = "learned"; instructions = "llm" (the `llm_backend` verifier,
+        default "llama-cpp", loaded on the first kept item) | "template" (no LLM at all)."""
+        model = Path(str(config.get("model", DEFAULT_MODEL))).expanduser()
+        path = model if model.is_absolute() else Path(model_dir) / model
+        instructor = None
+        if config.get("instructions", "template") != "template":
+            instructor = _LazyInstructor(config, Path(model_dir))
+        return cls(path, threshold=config.get("threshold"),
+                   max_length=config.get("max_length"), threads=int(config.get("threads", 0)),
+                   max_preferences_per_item=int(config.get("max_preferences_per_item", 2)),
+                   instructor=instructor)
+
+    def scores(self, item: str, candidates: Sequence[Preference]) -> np.ndarray:
+        """P(Keep) for each candidate preference, one batched forward pass."""
+        if not candidates:
+            return np.zeros(0)
+        return self.score_pairs([p.text for p in candidates], [item] * len(candidates))
+
+    def score_pairs(self, prefs: Sequence[str], passages: Sequence[str]) -> np.ndarray:
+        """P(Keep) for each (preference, passage) pair."""
+        if self.kind == "siamese":
+            texts = list(dict.fromkeys([*prefs, *passages]))
+            vecs = dict(zip(texts, self._run(self._tok.encode_batch(texts))))
+            cos = np.array([float(vecs[p] @ vecs[x]) for p, x in zip(prefs, passages)])
+            return _sigmoid(self._scale * cos + self._bias)
+        logits = self._run(self._tok.encode_batch(list(zip(prefs, passages))))
+        return _sigmoid(np.asarray(logits, dtype=np.float64).reshape(-1))
+
+    def _run(self, encs: list[Any]) -> np.ndarray:
+        out = []
+        for s in range(0, len(encs), 32):
+            chunk = encs[s:s + 32]
+            width = max(len(e.ids) for e in chunk)
+            arrays = {n: np.zeros((len(chunk), width), dtype=np.int64)
+                      for n in ("input_ids", "attention_mask", "token_type_ids")}
+            for row, e in enumerate(chunk):
+                arrays["input_ids"][row, :len(e.ids)] = e.ids
+                arrays["attention_mask"][row, :len(e.ids)] = e.attention_mask
+                arrays["token_type_ids"][row, :len(e.ids)] = e.type_ids
+            out.append(np.asarray(self._session.run(None, {n: arrays[n] for n in self._inputs})[0],
+                                  dtype=np.float64))
+        return np.concatenate(out)
+
+    def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
+        candidates = list(candidates)
+        if not candidates:
+            return Verdict.discard(reason="no candidate preferences")
+        if not item or not item.strip():
+            return Verdict.discard(reason="empty item")
+        with self._lock:
+            try:
+                probs = self.scores(item, candidates)
+            except Exception as exc:  # never crash ingest, never log the item
+                log.warning("learned decision failed (%s); item discarded",
+                            type(exc).__name__)
+                return Verdict.discard(reason=f"decision failed: {type(exc).__name__}")
+        p_keep = float(probs.max())
+        if p_keep < self.threshold:
+            return Verdict.discard(reason=f"P(Keep)={p_keep:.3f} < threshold "
+                                          f"{self.threshold:.3f}", confidence=1.0 - p_keep)
+        order = [int(k) for k in np.argsort(-probs, kind="stable") if probs[k] >= self.threshold]
+        kept = [candidates[k] for k in order[: self.max_preferences_per_item]]
+        instructions, notes, calls = self._instructions(item, candidates, kept)
+        reason = f"P(Keep)={p_keep:.3f} >= threshold {self.threshold:.3f}"
+        if notes:
+            reason += "; " + "; ".join(notes)
+        return Verdict(keep=True, preference_ids=[p.id for p in kept], instructions=instructions,
+                       reason=reason, confidence=p_keep, llm_calls=calls)
+
+    def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
+                      ) -> tuple[dict[int, str], list[str], int]:
+        texts: dict[int, str] = {}
+        notes: list[str] = []
+        calls = 0
+        if self._instructor is not None:
+            try:
+                texts, notes, calls = self._instructor.write_instructions(item, candidates, kept)
+            except EpicEdgeError as exc:  # e.g. the LLM is not installed: say so once
+                log.warning("instruction LLM unavailable (%s); using templates", exc)
+                self._instructor = None
+            except Exception as exc:  # never crash ingest, never log the item
+                log.warning("instruction LLM failed (%s); using templates", type(exc).__name__)
+                notes = [f"template instructions ({type(exc).__name__})"]
+        for p in kept:
+            text = " ".join("".join(c if c.isprintable() else " " for c in
+                                    str(texts.get(p.id, ""))).split())
+            if sum(ch.isalpha() for ch in text) < 3:
+                text = TEMPLATE_INSTRUCTION.format(preference=p.text.strip().rstrip("."))
+            texts[p.id] = text
+        return {p.id: texts[p.id] for p in kept}, notes, calls
+
+    def close(self) -> None:
+        self._session = None
+        if self._instructor is not None and hasattr(self._instructor, "close"):
+            self._instructor.close()
+
+
+class _LazyInstructor:
+    """Builds the profile's LLM verifier (through the registry) on the first kept item."""
+
+    def __init__(self, config: dict[str, Any], model_dir: Path) -> None:
+        self._config = {"backend": str(config.get("llm_backend", "llama-cpp")),
+                        "model": config.get("llm_model", "smollm2-135m-instruct-q4_1.gguf")}
+        for key in ("n_ctx", "threads", "max_instruction_tokens"):
+            if key in config:
+                self._config[key] = config[key]
+        self._model_dir = model_dir
+        self._llm: Any = None
+
+    def write_instructions(self, item: str, candidates: list[Preference],
+                           kept: list[Preference]) -> tuple[dict[int, str], list[str], int]:
+        if self._llm is None:
+            from epic_edge import registry
+
+            self._llm = registry.create("verifier", self._config, self._model_dir)
+        return self._llm.write_instructions(item, candidates, kept)
+
+    def close(self) -> None:
+        if self._llm is not None and hasattr(self._llm, "close"):
+            self._llm.close()
+        self._llm = None

