@@ -140,12 +140,17 @@ class LlamaServerVerifier:
         finally:
             self.retries = retries
 
+    def _tokenize(self, text: str) -> list[int]:
+        answer = self._either(("/tokenize", {"content": text, "add_special": False}),
+                              ("/extras/tokenize", {"input": text}))
+        tokens = answer.get("tokens")
+        if not isinstance(tokens, list):
+            raise ServerUnavailableError(f"{self.url} answered /tokenize without a token list")
+        return tokens
+
     def _token_text(self, word: str) -> str:
         """Text of the first token the server's tokenizer makes of `word`."""
-        toks = self._either(("/tokenize", {"content": word, "add_special": False}),
-                            ("/extras/tokenize", {"input": word}))["tokens"]
-        empty = self._either(("/tokenize", {"content": "", "add_special": False}),
-                             ("/extras/tokenize", {"input": ""}))["tokens"]
+        toks, empty = self._tokenize(word), self._tokenize("")
         toks = toks[len(empty):] if toks[: len(empty)] == empty else toks
         out = self._either(("/detokenize", {"tokens": toks[:1]}),
                            ("/extras/detokenize", {"tokens": toks[:1]}))
