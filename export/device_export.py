@@ -126,7 +126,31 @@ def _export_llm(out_dir: Path, profile: Profile, step: Callable[..., Any]) -> di
                 "source_quantisation": gguf_quantisation(find_packaged_gguf())}
     if backend == "template":
         return {"backend": backend, "file": None, "format": "none", "quantisation": None}
+    if backend == "learned":
+        return _export_learned(out_dir, profile, step)
     raise ProfileError(f"no export for verifier backend {backend!r}")
+
+
+def _export_learned(out_dir: Path, profile: Profile, step: Callable[..., Any]) -> dict[str, Any]:
+    """The learned decision model (built at setup) plus the GGUF that writes instructions."""
+    from epic_edge.export.gguf import gguf_quantisation, install_gguf
+    from epic_edge.models import model_dir
+
+    cfg = profile.verifier
+    folder = Path(str(cfg["model"])).parent
+    src = model_dir() / folder
+    if not (src / "model.onnx").is_file():
+        raise ModelNotFoundError(
+            f"the learned verifier is not installed at {src}; build it with: "
+            f"python -m epic_edge.export.train_verifier --out {src}")
+    step("learned verifier", shutil.copytree, src, out_dir / folder, dirs_exist_ok=True)
+    facts: dict[str, Any] = {"backend": "learned", "decision_file": str(cfg["model"]),
+                             "decision_format": "onnx", "file": None, "format": "none",
+                             "quantisation": None}
+    if cfg.get("instructions", "llm") == "llm" and cfg.get("llm_backend") in GGUF_VERIFIERS:
+        path = step("llm gguf", install_gguf, out_dir)
+        facts.update(file=path.name, format="gguf", quantisation=gguf_quantisation(path))
+    return facts
 
 
 def export_bundle(profile: str | Path | Profile, out_dir: Path, *, int8: bool = True,

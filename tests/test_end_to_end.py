@@ -33,9 +33,10 @@ def test_pipeline_filters_verifies_and_indexes(built):
     assert seen == 40
     assert 0 < passed < seen  # the coarse filter drops some items without an LLM call
     assert sum(s.verified for s in stats) == passed
-    assert sum(s.llm_calls for s in stats) >= passed  # one decision per verified item
-    assert sum(s.entries_added for s in stats) >= sum(s.kept for s in stats)
     kept = sum(s.kept for s in stats)
+    # the learned verifier decides; the LLM writes one instruction per kept preference (<= 2)
+    assert kept <= sum(s.llm_calls for s in stats) <= 2 * kept
+    assert sum(s.entries_added + s.consolidated for s in stats) >= kept
     if kept:
         hits = [h for hits in results for h in hits]
         assert hits and all(h.instruction.strip() and h.item_text for h in hits)
