@@ -6,6 +6,7 @@ import ctypes
 import logging
 import math
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,26 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
+CUDA_BUILD_HINT = ('CMAKE_ARGS="-DGGML_CUDA=on" pip install --no-binary llama-cpp-python '
+                   "llama-cpp-python==0.3.36")
+
+
+def gpu_offload_supported() -> bool:
+    """True when the installed llama-cpp-python was built with a GPU backend (CUDA, Metal...)."""
+    return bool(_import_llama_cpp().llama_supports_gpu_offload())
+
+
+def offload_layers(requested: int, supported: bool) -> int:
+    """Layers to offload: `requested`, or 0 with a warning when this build cannot offload."""
+    if requested > 0 and not supported:
+        warnings.warn(
+            f"n_gpu_layers={requested} asked for, but this llama-cpp-python build has no GPU "
+            f"offload: the verifier runs on the CPU. On a Jetson build it with: {CUDA_BUILD_HINT}",
+            RuntimeWarning, stacklevel=3)
+        return 0
+    return max(0, requested)
+
+
 class LlamaCppVerifier:
     """Verifier over one llama_cpp.Llama; not thread-safe by itself, so calls are serialised.
 
@@ -58,6 +79,7 @@ class LlamaCppVerifier:
         max_preferences_per_item: int = 2,
         seed: int = 0,
         decision: str = "keep-discard",
+        n_gpu_layers: int = 0,
     ) -> None:
         from epic_edge.export.gguf import check_gguf
 
@@ -72,10 +94,13 @@ class LlamaCppVerifier:
         self._lock = threading.Lock()
         self._llama_cpp = llama_cpp
         n_threads = int(threads) or None  # 0 = let llama.cpp choose
+        self.n_gpu_layers = offload_layers(int(n_gpu_layers),
+                                           bool(llama_cpp.llama_supports_gpu_offload()))
         try:
             self._llm: Any = llama_cpp.Llama(
                 model_path=str(self.model_path), n_ctx=int(n_ctx), n_threads=n_threads,
                 n_threads_batch=n_threads, seed=int(seed), logits_all=False, verbose=False,
+                n_gpu_layers=self.n_gpu_layers,
             )
         except ValueError as exc:  # llama.cpp refused the file despite a sound header
             raise ModelNotFoundError(f"llama.cpp could not load {self.model_path}: {exc}") from exc
@@ -96,7 +121,7 @@ class LlamaCppVerifier:
         model = Path(str(config.get("model", "smollm2-135m-instruct-q4_1.gguf"))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
         keys = ("n_ctx", "threads", "max_instruction_tokens", "threshold",
-                "max_preferences_per_item", "seed", "decision")
+                "max_preferences_per_item", "seed", "decision", "n_gpu_layers")
         return cls(path, **{k: config[k] for k in keys if k in config})
 
     def close(self) -> None:

@@ -22,8 +22,6 @@ _BACKENDS: dict[str, dict[str, tuple[str, str]]] = {
         "llama-server": ("epic_edge.backends.http_verifier:LlamaServerVerifier.from_config",
                          "android"),
         "mlx": ("epic_edge.backends.mlx_verifier:MlxVerifier.from_config", "apple"),
-        "llama-cpp-gpu": ("epic_edge.backends.llama_gpu_verifier:GpuLlamaVerifier.from_config",
-                          "jetson"),
         "learned": ("epic_edge.backends.cross_encoder_verifier:CrossEncoderVerifier.from_config",
                     "cpu"),
     },

@@ -17,7 +17,7 @@ from epic_edge.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
 
-GGUF_VERIFIERS = ("llama-cpp", "llama-cpp-gpu", "llama-server")
+GGUF_VERIFIERS = ("llama-cpp", "llama-server")
 
 
 @dataclass

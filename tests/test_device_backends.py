@@ -58,7 +58,7 @@ def test_provider_options_reach_onnxruntime(reference_models: Path) -> None:
 def test_gpu_verifier_without_offload_warns_and_runs_on_cpu(reference_models: Path) -> None:
     pytest.importorskip("llama_cpp")
     from epic_edge import registry
-    from epic_edge.backends.llama_gpu_verifier import gpu_offload_supported, offload_layers
+    from epic_edge.backends.llama_cpp_verifier import gpu_offload_supported, offload_layers
 
     with pytest.warns(RuntimeWarning, match="no GPU offload"):
         assert offload_layers(99, supported=False) == 0

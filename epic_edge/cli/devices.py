@@ -70,11 +70,11 @@ def _embedder_notes(cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 def _verifier_notes(cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
     backend, blocks, falls = cfg.get("backend"), [], []
-    if backend in ("llama-cpp", "llama-cpp-gpu"):
+    if backend == "llama-cpp":
         if not _has("llama_cpp"):
             blocks.append("llama-cpp-python is not installed (pip install 'epic-edge[cpu]')")
-        elif backend == "llama-cpp-gpu" and int(cfg.get("n_gpu_layers", 0)):
-            from epic_edge.backends.llama_gpu_verifier import gpu_offload_supported
+        elif int(cfg.get("n_gpu_layers", 0)):
+            from epic_edge.backends.llama_cpp_verifier import gpu_offload_supported
 
             if not gpu_offload_supported():
                 falls.append("llama-cpp-python here has no GPU offload: verifier on the CPU")
