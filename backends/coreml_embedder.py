@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError, ModelNotFoundError
+from epic_edge.protocols import text_list
 
 _HINT = "run `epic-edge export --device macbook-m4 --out DIR` and use DIR as the model folder"
 COMPUTE_UNITS = ("ALL", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE")
@@ -76,11 +77,7 @@ class CoreMLEmbedder:
         return f"{self.meta.get('name')}:mean:{self.dim}:{self.meta.get('precision', 'fp16')}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise InvalidInputError("embed() takes a sequence of strings, not one string")
-        texts = list(texts)
-        if any(not isinstance(t, str) for t in texts):
-            raise InvalidInputError("every text must be a str")
+        texts = text_list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         rows = []

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError, ModelNotFoundError
+from epic_edge.errors import EpicEdgeError, MissingExtraError, ModelNotFoundError
+from epic_edge.protocols import text_list
 
 _HINT = "run `epic-edge export --device galaxy-z-flip6 --out DIR` and use DIR as the model folder"
 
@@ -61,12 +62,7 @@ class ExecuTorchEmbedder:
                f"{self.meta.get('precision', 'fp32')}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise InvalidInputError("embed() takes a sequence of strings, not one string")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InvalidInputError(f"text {i} is {type(text).__name__}, not str")
+        texts = text_list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self._run(texts)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError, ModelNotFoundError
+from epic_edge.protocols import text_list
 
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _POOLED_NAMES = ("sentence_embedding", "sentence_embeddings", "embedding", "embeddings")
@@ -157,12 +158,7 @@ class OnnxEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return (len(texts), dim) float32 unit rows; texts longer than max_length truncate."""
-        if isinstance(texts, str):
-            raise InvalidInputError("embed() takes a sequence of strings, not one string")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise InvalidInputError(f"text {i} is {type(text).__name__}, not str")
+        texts = text_list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self._run(texts)

@@ -7,7 +7,19 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from epic_edge.errors import InvalidInputError
 from epic_edge.types import Preference, Verdict
+
+
+def text_list(texts: Sequence[str]) -> list[str]:
+    """What every Embedder.embed accepts: a sequence of str (one bare str is a mistake)."""
+    if isinstance(texts, str):
+        raise InvalidInputError("embed() takes a sequence of strings, not one string")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text {i} is {type(text).__name__}, not str")
+    return texts
 
 
 @runtime_checkable
