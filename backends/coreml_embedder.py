@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError, ModelNotFoundError
+from epic_edge.models import embedder_files
 from epic_edge.protocols import text_list
 
 _HINT = "run `epic-edge export --device macbook-m4 --out DIR` and use DIR as the model folder"
@@ -93,11 +94,7 @@ class CoreMLEmbedder:
 
     @classmethod
     def from_config(cls, config: dict[str, Any], model_dir: Path) -> CoreMLEmbedder:
-        if not config.get("model"):
-            raise ModelNotFoundError("embedder config names no `model` package; check the profile")
-        model = Path(model_dir) / str(config["model"])
-        tok = config.get("tokenizer")
-        tokenizer = Path(model_dir) / str(tok) if tok else model.parent / "tokenizer.json"
+        model, tokenizer = embedder_files(config, model_dir)
         return cls(model, tokenizer, max_length=int(config.get("max_length", 256)),
                    compute_units=str(config.get("compute_units", "CPU_AND_NE")),
                    batch_size=int(config.get("batch_size", 16)))

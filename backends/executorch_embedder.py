@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.errors import EpicEdgeError, MissingExtraError, ModelNotFoundError
+from epic_edge.models import embedder_files
 from epic_edge.protocols import text_list
 
 _HINT = "run `epic-edge export --device galaxy-z-flip6 --out DIR` and use DIR as the model folder"
@@ -96,12 +97,10 @@ class ExecuTorchEmbedder:
     @classmethod
     def from_config(cls, config: dict[str, Any], model_dir: Path) -> ExecuTorchEmbedder:
         """From a profile's [embedder]: `model` (.pte) and `tokenizer`, relative to model_dir."""
-        if not config.get("model"):
-            raise ModelNotFoundError("embedder config names no `model` file; check the profile")
-        model = Path(model_dir) / str(config["model"])
+        model, tokenizer = embedder_files(config, model_dir)
         qnn = config.get("qnn_model")
         if config.get("prefer_qnn") and qnn and (Path(model_dir) / str(qnn)).is_file():
             model = Path(model_dir) / str(qnn)
-        tok = config.get("tokenizer")
-        tokenizer = Path(model_dir) / str(tok) if tok else model.parent / "tokenizer.json"
+            if not config.get("tokenizer"):
+                tokenizer = model.parent / "tokenizer.json"
         return cls(model, tokenizer, max_length=int(config.get("max_length", 256)))

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError, ModelNotFoundError
+from epic_edge.models import embedder_files
 from epic_edge.protocols import text_list
 
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -222,11 +223,7 @@ class OnnxEmbedder:
     @classmethod
     def from_config(cls, config: dict[str, Any], model_dir: Path) -> OnnxEmbedder:
         """Build from a profile's [embedder] section; paths are relative to model_dir."""
-        if not config.get("model"):
-            raise ModelNotFoundError("embedder config names no `model` file; check the profile")
-        model_path = Path(model_dir) / str(config["model"])
-        tok = config.get("tokenizer")
-        tokenizer_path = Path(model_dir) / str(tok) if tok else model_path.parent / "tokenizer.json"
+        model_path, tokenizer_path = embedder_files(config, model_dir)
         return cls(
             model_path,
             tokenizer_path,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+from epic_edge.errors import ModelNotFoundError
 
 
 def model_dir() -> Path:
@@ -12,3 +15,13 @@ def model_dir() -> Path:
     if env:
         return Path(env).expanduser()
     return Path.home() / ".cache" / "epic-edge" / "models"
+
+
+def embedder_files(config: dict[str, Any], model_dir: str | Path) -> tuple[Path, Path]:
+    """(model, tokenizer) of a profile's [embedder] section, both relative to model_dir;
+    the tokenizer defaults to tokenizer.json beside the model."""
+    if not config.get("model"):
+        raise ModelNotFoundError("embedder config names no `model` file; check the profile")
+    model = Path(model_dir) / str(config["model"])
+    tok = config.get("tokenizer")
+    return model, (Path(model_dir) / str(tok) if tok else model.parent / "tokenizer.json")
