@@ -21,13 +21,6 @@ QUERY_ROWS = ("embed", "steer", "search", "total", "fetch", "reference_total")
 ITEM_ROWS = ("embed", "filter", "verify", "embed_instructions", "index", "write", "total")
 
 
-def steer_lean(q: np.ndarray, pref_vectors: np.ndarray, dot=np.dot) -> np.ndarray:
-    """The steering rule with the fewest numpy calls (suggested for stages.Steering.steer)."""
-    v = q + pref_vectors[dot(pref_vectors, q).argmax()]
-    v *= 1.0 / float(dot(v, v)) ** 0.5
-    return v
-
-
 def reference_retrieve(memory: Memory, question: str, preferences: list[str], k: int,
                        ) -> dict[str, float]:
     """The paper's reference retrieval path: re-embeds every preference for every query."""
@@ -95,7 +88,6 @@ def run(*, profile: str = "linux-cpu", models: Path | None = None, verifier: str
         "retrieval_median_ms": ours, "reference_median_ms": ref,
         "reference_over_ours": ref / ours if ours else float("nan"),
         "steer_median_ms": per_query["steer"]["median_ms"],
-        "steer_lean_median_ms": per_query["steer_lean"]["median_ms"],
         "retrieval_target_3ms_met": ours <= 3.0,
         "steer_target_0.02ms_met": per_query["steer"]["median_ms"] <= 0.02,
     }
@@ -104,24 +96,20 @@ def run(*, profile: str = "linux-cpu", models: Path | None = None, verifier: str
 
 def _query_rows(memory: Memory, questions: list[str], prefs: list[str], runs: int,
                 warmup: int, k: int) -> dict[str, dict[str, float]]:
-    samples: dict[str, list[float]] = {row: [] for row in (*QUERY_ROWS, "steer_lean")}
-    pref_vectors = memory.steering.vectors
+    """Each path runs back to back (warm-up, then `runs` queries), as an app asking questions
+    would; interleaving them would let one path's model weights evict the other's caches."""
+    samples: dict[str, list[float]] = {row: [] for row in QUERY_ROWS}
     for n in range(warmup + runs):
-        question = questions[n % len(questions)]
         timings: dict[str, float] = {}
-        memory.retrieve(question, k, timings=timings)
-        ref = reference_retrieve(memory, question, prefs, k)
-        q = memory.embedder.embed([question])[0]
-        t0 = time.perf_counter()
-        steer_lean(q, pref_vectors)
-        lean = time.perf_counter() - t0
-        if n < warmup:
-            continue
-        for step in ("embed", "steer", "search", "fetch"):
-            samples[step].append(timings[step])
-        samples["total"].append(timings["embed"] + timings["steer"] + timings["search"])
-        samples["reference_total"].append(ref["total"])
-        samples["steer_lean"].append(lean)
+        memory.retrieve(questions[n % len(questions)], k, timings=timings)
+        if n >= warmup:
+            for step in ("embed", "steer", "search", "fetch"):
+                samples[step].append(timings[step])
+            samples["total"].append(timings["embed"] + timings["steer"] + timings["search"])
+    for n in range(warmup + runs):
+        ref = reference_retrieve(memory, questions[n % len(questions)], prefs, k)
+        if n >= warmup:
+            samples["reference_total"].append(ref["total"])
     return {row: summarize(values) for row, values in samples.items()}
 
 
@@ -153,7 +141,6 @@ def render(result: dict[str, Any]) -> str:
     head = ["per query", "median ms", "p95 ms", "n"]
     names = {"embed": "embed query", "steer": "steering", "search": "index search",
              "total": "total (embed + steer + search)", "fetch": "fetch entries (SQLite)",
-             "steer_lean": "steering, lean numpy (suggested)",
              "reference_total": "paper reference path (re-embeds preferences)"}
     query_table = common.table([row(names[n], q[n]) for n in names], head)
     item_names = {"embed": "embed item", "filter": "coarse filter",
@@ -176,7 +163,6 @@ def render(result: dict[str, Any]) -> str:
         f"{'met' if s['retrieval_target_3ms_met'] else 'not met'}); reference path "
         f"{s['reference_median_ms']:.2f} ms = {s['reference_over_ours']:.1f}x ours",
         f"- steering median {s['steer_median_ms']:.4f} ms (target <= 0.02 ms: "
-        f"{'met' if s['steer_target_0.02ms_met'] else 'not met'}); lean variant "
-        f"{s['steer_lean_median_ms']:.4f} ms",
+        f"{'met' if s['steer_target_0.02ms_met'] else 'not met'})",
         f"- peak RSS {result['peak_rss_mb']:.0f} MiB; model load {result['load_s']:.1f} s",
     ])

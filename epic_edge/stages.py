@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -77,21 +78,22 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
 class Steering:
     """Routes a query to its closest preference and steers it: q~ = norm(E(q) + E(p*)).
 
-    Preference embeddings are given once and cached here; a query costs one
-    (m x d) matrix-vector product.
+    Preference embeddings are given once, normalised and cached here; a query costs one
+    (m x d) matrix-vector product, an argmax and one scaled add.
     """
 
     def __init__(self, preferences: Sequence[Preference], vectors: np.ndarray) -> None:
         self.preferences = list(preferences)
-        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if len(self.preferences) != len(self.vectors):
+        if len(self.preferences) != len(vectors):
             raise ValueError("one embedding per preference is required")
+        vectors = np.asarray(vectors, dtype=np.float32)
+        self.vectors = np.ascontiguousarray(normalize_rows(vectors) if len(vectors) else vectors)
 
     def __len__(self) -> int:
         return len(self.preferences)
 
     def _closest(self, q: np.ndarray) -> tuple[int, float]:
-        sims = np.dot(self.vectors, q)
+        sims = self.vectors.dot(q)
         best = int(sims.argmax())
         return best, float(sims[best])
 
@@ -103,15 +105,17 @@ class Steering:
         return self.preferences[best], similarity
 
     def steer(self, query_vector: np.ndarray) -> tuple[np.ndarray, Preference | None, float]:
-        """Return (q~, p*, similarity); q~ is the query itself without preferences.
+        """Return (q~, p*, similarity) for a unit-norm query (every Embedder returns unit rows);
+        q~ is the query itself without preferences.
 
-        Plain dot products and one in-place scale: at 10 preferences numpy's per-call
-        overhead, not arithmetic, is the cost (about 0.02 ms instead of 0.06 ms).
+        |E(q) + E(p*)|^2 = 2 + 2 E(q)·E(p*) for unit vectors, so the norm comes from the
+        similarity already computed: right after a query embedding has flushed the caches each
+        numpy call costs microseconds, and this saves one.
         """
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if not self.preferences:
             return q, None, -1.0
         best, similarity = self._closest(q)
         steered = q + self.vectors[best]
-        steered *= 1.0 / max(float(np.dot(steered, steered)) ** 0.5, 1e-12)
+        steered *= 1.0 / math.sqrt(max(2.0 + 2.0 * similarity, 1e-12))
         return steered, self.preferences[best], similarity
