@@ -150,7 +150,10 @@ class OnnxEmbedder:
         pooling = self.meta.get("pooling") or ("graph" if self._pooled else "mean")
         stem = self.model_path.stem.lower()
         guess = "int8" if any(t in stem for t in ("int8", "quant", "q8")) else "fp32"
-        precision = self.meta.get("precision") or guess
+        int8_copy = (self.meta.get("int8") or {}).get("file")
+        # model.json describes the fp32 export; its int8 sibling is named in meta["int8"]
+        precision = "int8" if self.model_path.name == int8_copy else (
+            self.meta.get("precision") or guess)
         return f"{name}:{pooling}:{self.dim}:{precision}"
 
     @property
