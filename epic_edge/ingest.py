@@ -49,11 +49,13 @@ class BatchIngester:
             candidates = coarse_filter(vectors, prefs, pref_vectors, mem.tau)
         kept_items: dict[bytes, tuple[str, str, str]] = {}
         pending: list[tuple[bytes, int, str, float]] = []
+        judged: list[bytes] = []
         for key, text, cands in zip(keys, texts, candidates):
             cands = self._not_yet_linked(key, cands)
             if not cands:
                 continue
             stats.passed_filter += 1
+            judged.append(key)
             with self._timed(stats, "verify"):
                 verdict = self._verify(text, cands)
             stats.verified += 1
@@ -80,7 +82,7 @@ class BatchIngester:
         with self._timed(stats, "write"), mem._lock:
             with mem.store.transaction() as conn:
                 dropped = mem.store.delete_items(conn, replaced)
-                ids = mem.store.write_batch(conn, kept_items, entries, keys, epoch, refresh)
+                ids = mem.store.write_batch(conn, kept_items, entries, judged, epoch, refresh)
             with self._timed(stats, "index"):
                 mem._forget(dropped)
                 mem._index_add(np.array(ids, dtype=np.int64),

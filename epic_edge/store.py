@@ -43,10 +43,14 @@ CREATE TABLE IF NOT EXISTS entries (
     instruction TEXT NOT NULL, embedding BLOB NOT NULL, confidence REAL NOT NULL,
     created_at REAL NOT NULL, updated_at REAL NOT NULL, UNIQUE (item_id, preference_id));
 CREATE INDEX IF NOT EXISTS entries_by_preference ON entries(preference_id);
--- every item ever judged, kept or not, so a stream is never judged twice under
--- the same preferences (epoch = the preference set it was judged under)
+-- the last LEDGER_ROWS items the verifier judged, kept or not, so they are not judged
+-- (and paid for) twice under the same preferences (epoch = the preference set it was
+-- judged under). Items the coarse filter dropped cost one embedding and are not recorded
 CREATE TABLE IF NOT EXISTS seen (content_hash BLOB PRIMARY KEY, epoch INTEGER NOT NULL);
 """
+
+# The judged-items ledger stays bounded so a long stream does not grow the file (~60 B a row).
+LEDGER_ROWS = 2048
 
 # footprint part -> (table, per-row byte count); text is counted in UTF-8 bytes
 _FOOTPRINT_SQL = {
@@ -337,7 +341,8 @@ class MemoryStore:
         epoch: int,
         refresh: dict[int, float] | None = None,
     ) -> list[int]:
-        """Store kept items and their entries and mark every judged item seen.
+        """Store kept items and their entries and record the verifier's judged items in the
+        bounded ledger (the oldest rows beyond LEDGER_ROWS leave it).
 
         `items` maps content hash -> (text, source, external id). Returns the new entry ids
         in the order of `entries`.
@@ -373,6 +378,8 @@ class MemoryStore:
             "INSERT OR REPLACE INTO seen(content_hash, epoch) VALUES (?, ?)",
             [(key, epoch) for key in judged],
         )
+        conn.execute("DELETE FROM seen WHERE rowid <= (SELECT MAX(rowid) FROM seen) - ?",
+                     (LEDGER_ROWS,))
         return new_ids
 
     def vacuum(self) -> None:

@@ -45,11 +45,25 @@ def test_verifier_only_sees_coarse_filter_survivors(memory):
 
 
 def test_reingest_is_deduplicated(memory):
-    memory.ingest(CORPUS)
+    judged = sum(s.verified for s in memory.ingest(CORPUS))
     again = memory.ingest(CORPUS + [CORPUS[0]])
-    assert sum(s.duplicates for s in again) == 6
+    # judged items are skipped (plus the repeat inside the batch); the coarse filter's drops
+    # are not recorded, so they are embedded and dropped again at no verifier cost
+    assert 0 < judged < len(CORPUS)
+    assert sum(s.duplicates for s in again) == judged + 1
     assert sum(s.verified for s in again) == 0
     assert memory.info()["entries"] == 2
+
+
+def test_judged_items_ledger_stays_bounded(memory, monkeypatch):
+    from epic_edge import store
+
+    monkeypatch.setattr(store, "LEDGER_ROWS", 1)
+    memory.ingest(CORPUS)
+    assert memory.store.count("seen") == 1
+    memory.ingest(CORPUS)  # items that left the ledger may be judged again...
+    assert memory.store.count("seen") == 1
+    assert memory.info()["entries"] == 2  # ...but are never stored twice
 
 
 def test_new_preference_reopens_old_items_for_judgement(memory):
