@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.backends.template_verifier import template_instruction
 from epic_edge.errors import EpicEdgeError, MissingExtraError, ModelNotFoundError
 from epic_edge.types import Preference, Verdict
 
@@ -18,9 +19,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "epic-verifier-minilm/model.onnx"
 SETUP_HINT = "build it with: python -m epic_edge.export.train_verifier"
-TEMPLATE_INSTRUCTION = (
-    "Use this passage when answering questions where the user's preference applies: {preference}."
-)
+PREFERENCE_CACHE = 4096  # preference vectors kept between items
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -76,6 +75,7 @@ class CrossEncoderVerifier:
                                     if self.kind == "cross-encoder" else "longest_first")
         self._tok.no_padding()
         self._instructor = instructor
+        self._pref_vectors: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -101,12 +101,24 @@ class CrossEncoderVerifier:
     def score_pairs(self, prefs: Sequence[str], passages: Sequence[str]) -> np.ndarray:
         """P(Keep) for each (preference, passage) pair."""
         if self.kind == "siamese":
-            texts = list(dict.fromkeys([*prefs, *passages]))
-            vecs = dict(zip(texts, self._run(self._tok.encode_batch(texts))))
+            vecs = self._siamese_vectors(prefs, passages)
             cos = np.array([float(vecs[p] @ vecs[x]) for p, x in zip(prefs, passages)])
             return _sigmoid(self._scale * cos + self._bias)
         logits = self._run(self._tok.encode_batch(list(zip(prefs, passages))))
         return _sigmoid(np.asarray(logits, dtype=np.float64).reshape(-1))
+
+    def _siamese_vectors(self, prefs: Sequence[str], passages: Sequence[str]
+                         ) -> dict[str, np.ndarray]:
+        """Vectors of the pair texts; a persona's few preferences are encoded once and kept."""
+        missing = [t for t in dict.fromkeys(prefs) if t not in self._pref_vectors]
+        if missing:
+            if len(self._pref_vectors) + len(missing) > PREFERENCE_CACHE:
+                self._pref_vectors.clear()
+            self._pref_vectors.update(zip(missing, self._run(self._tok.encode_batch(missing))))
+        vecs = {p: self._pref_vectors[p] for p in prefs}
+        texts = [t for t in dict.fromkeys(passages) if t not in vecs]
+        vecs.update(zip(texts, self._run(self._tok.encode_batch(texts))))
+        return vecs
 
     def _run(self, encs: list[Any]) -> np.ndarray:
         out = []
@@ -167,7 +179,7 @@ class CrossEncoderVerifier:
             text = " ".join("".join(c if c.isprintable() else " " for c in
                                     str(texts.get(p.id, ""))).split())
             if sum(ch.isalpha() for ch in text) < 3:
-                text = TEMPLATE_INSTRUCTION.format(preference=p.text.strip().rstrip("."))
+                text = template_instruction(item, p)
             texts[p.id] = text
         return {p.id: texts[p.id] for p in kept}, notes, calls
 

@@ -21,6 +21,11 @@ def _lead(item: str) -> str:
     return " ".join(words[:LEAD_WORDS]) + (" ..." if len(words) > LEAD_WORDS else "")
 
 
+def template_instruction(item: str, preference: Preference) -> str:
+    """The deterministic instruction for a kept (item, preference): no LLM involved."""
+    return TEMPLATE.format(preference=preference.text.strip().rstrip("."), lead=_lead(item))
+
+
 class TemplateVerifier:
     """For devices without an LLM: coarse filter + steering only (0 LLM calls per item)."""
 
@@ -38,9 +43,7 @@ class TemplateVerifier:
         return Verdict(
             keep=True,
             preference_ids=[p.id for p in kept],
-            instructions={
-                p.id: TEMPLATE.format(preference=p.text.rstrip("."), lead=_lead(item)) for p in kept
-            },
+            instructions={p.id: template_instruction(item, p) for p in kept},
             reason="template verifier keeps every candidate",
             confidence=1.0,
         )

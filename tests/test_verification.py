@@ -162,7 +162,8 @@ def test_bad_instructions_never_crash_ingest(tiny_cross_encoder, tmp_path, outpu
         stats = memory.ingest([BEEF, "Vegan lentil soup with dairy-free bread."])
         assert sum(s.seen for s in stats) == 2 and sum(s.kept for s in stats) == 2
         hits = memory.retrieve("What should I cook tonight?", k=2)
-    assert hits and all("preference applies" in h.instruction for h in hits)  # the template
+    assert hits and all(h.instruction.startswith("When a question touches the preference")
+                        for h in hits)  # the template verifier's instruction
 
 
 @needs_export
