@@ -31,12 +31,21 @@ def make_embedder(prof: Profile, models: Path) -> Any:
     return registry.create("embedder", prof.embedder, models)
 
 
-def make_verifier(prof: Profile, models: Path, name: str | None) -> Any:
-    """The verifier `name` (default: the profile's) with the profile's verifier settings."""
+def make_verifier(prof: Profile, models: Path, name: str | None,
+                  instructions: str | None = None) -> Any:
+    """The verifier `name` (default: the profile's) with the profile's verifier settings;
+    `instructions` ("template" or "llm") overrides who writes a learned verifier's instructions."""
     config = dict(prof.verifier or {"backend": "template"})
     if name:
         config["backend"] = name
+    if instructions:
+        config["instructions"] = instructions
     return registry.create("verifier", config, models)
+
+
+def verifier_name(prof: Profile, name: str | None) -> str:
+    """The backend a bench will use: `name`, else the profile's, else the template verifier."""
+    return name or str((prof.verifier or {}).get("backend", "template"))
 
 
 def parse_personas(spec: str | None, total: int) -> list[int]:

@@ -19,11 +19,16 @@ LLM_BUDGET_S = 2 * 3600
 
 
 def run(dataset: str = "prefwiki", *, corpus: str | None = None, personas: str | None = None,
-        verifier: str = "template", profile: str = "linux-cpu", models: Path | None = None,
+        verifier: str | None = None, instructions: str = "template",
+        profile: str = "linux-cpu", models: Path | None = None,
         limit: int | None = None, k: int = 5, tau: float | None = None,
         workdir: Path | None = None, progress: bool = True, log=print,
         embedder: Any = None) -> dict[str, Any]:
-    """Build every system for each chosen persona and score its questions; return the JSON."""
+    """Build every system for each chosen persona and score its questions; return the JSON.
+
+    `verifier` defaults to the profile's; a learned verifier's instructions come from the
+    template by default (an LLM per kept item would not fit 57 personas in two hours).
+    """
     started = time.perf_counter()
     loader, default_corpus = common.DATASETS[dataset]
     corpus = corpus or default_corpus
@@ -31,6 +36,7 @@ def run(dataset: str = "prefwiki", *, corpus: str | None = None, personas: str |
         limit = 12_000  # the ShareGPT dump has ~270k chunks; the first 12k are comparable to wiki
     prof, model_dir = common.profile_and_models(profile, models)
     tau = prof.tau if tau is None else float(tau)
+    verifier = common.verifier_name(prof, verifier)
     data = loader()
     chosen = common.parse_personas(personas, len(data))
     embedder = embedder or common.make_embedder(prof, model_dir)
@@ -45,7 +51,7 @@ def run(dataset: str = "prefwiki", *, corpus: str | None = None, personas: str |
     everything = RawItems(root / "store-everything.sqlite", cached_view, items, vectors,
                           [frozenset()] * len(items))
     everything_bytes = everything.bytes()
-    llm_note = _verifier_note(verifier, prof)
+    llm_note = _verifier_note(verifier, prof, instructions)
     log(f"bench quality: {dataset} on {corpus} ({len(items)} chunks), {len(chosen)} personas, "
         f"verifier {verifier}, tau {tau}; {llm_note}")
     per_persona = []
@@ -53,7 +59,8 @@ def run(dataset: str = "prefwiki", *, corpus: str | None = None, personas: str |
     try:
         for n, p_index in enumerate(chosen, 1):
             t0 = time.perf_counter()
-            row = _persona(data[p_index], p_index, root, prof, cached_view, verifier, model_dir,
+            row = _persona(data[p_index], p_index, root, prof, cached_view,
+                           common.make_verifier(prof, model_dir, verifier, instructions),
                            items, vectors, everything, everything_bytes, tau, k)
             row["seconds"] = time.perf_counter() - t0
             per_persona.append(row)
@@ -65,7 +72,10 @@ def run(dataset: str = "prefwiki", *, corpus: str | None = None, personas: str |
         tmp.cleanup()
     result = {
         "bench": "quality", "dataset": dataset, "corpus": corpus, "chunks": len(items),
-        "personas": chosen, "verifier": verifier, "verifier_note": llm_note, "tau": tau, "k": k,
+        "personas": chosen, "verifier": verifier, "instructions": instructions,
+        "verifier_config": {k: v for k, v in (prof.verifier or {}).items()
+                            if k in ("threshold", "max_preferences_per_item", "model")},
+        "verifier_note": llm_note, "tau": tau, "k": k,
         "profile": prof.name, "embedder": embedder.fingerprint,
         "corpus_embed_seconds": embed_s, "store_everything_bytes": everything_bytes,
         "systems": _aggregate(per_persona, k), "per_persona": per_persona,
@@ -94,20 +104,23 @@ class _NoLearn:
         return self.cached.inner.embed(texts)
 
 
-def _verifier_note(verifier: str, prof: Any) -> str:
+def _verifier_note(verifier: str, prof: Any, instructions: str | None = "template") -> str:
     if verifier == "template":
         return ("fine verification = template verifier (no LLM; keeps the top-2 coarse-filter "
                 "candidates of every item): the LLM verifier would exceed the 2-hour budget "
                 f"at ~{LLM_SECONDS_PER_ITEM} s per surviving item")
+    if verifier == "learned":
+        return ("fine verification = learned MiniLM decision (no LLM call), instructions by "
+                f"{instructions or 'the profile'}")
     return f"fine verification = {verifier} verifier"
 
 
-def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, verifier: str,
-             model_dir: Path, items: list, vectors: np.ndarray, everything: RawItems,
+def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, verifier: Any,
+             items: list, vectors: np.ndarray, everything: RawItems,
              everything_bytes: int, tau: float, k: int) -> dict[str, Any]:
     pref_texts, questions = common.persona_questions(persona)
-    epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder,
-                      common.make_verifier(prof, model_dir, verifier), tau, pref_texts)
+    epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, verifier, tau,
+                      pref_texts)
     ids = [p.id for p in epic.prefs]  # block index -> preference key (duplicates share one)
     pref_vectors = epic.memory.steering.vectors[[epic.memory.steering.preferences.index(p)
                                                  for p in epic.prefs]]
@@ -226,7 +239,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [common.table(rows, head), "",
              f"- {result['dataset']} on {result['corpus']} ({result['chunks']} chunks), "
              f"{len(result['personas'])} personas, tau {result['tau']}; "
-             f"{_verifier_note(result['verifier'], None)}",
+             f"{_verifier_note(result['verifier'], None, result.get('instructions'))}",
              f"- EPIC PAP@{k} margin over the best other system ({s['best_other_system']}): "
              f"{s['epic_pap_margin']:+.3f} "
              f"({'above all' if s['epic_above_all'] else 'NOT above all'})",

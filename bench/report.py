@@ -12,16 +12,17 @@ FILES = {"latency": "latency.json", "quality": "quality-prefwiki.json", "stream"
 COMMAND = "epic-edge bench report --out bench/results --markdown BENCHMARKS.md"
 
 
-def run_all(out: Path, *, personas: str | None = None, verifier: str = "template",
-            profile: str = "linux-cpu", reuse: bool = False, log=print) -> dict[str, Any]:
+def run_all(out: Path, *, personas: str | None = None, verifier: str | None = None,
+            instructions: str = "template", profile: str = "linux-cpu", reuse: bool = False,
+            log=print) -> dict[str, Any]:
     """Each bench's JSON in `out` (re-run unless `reuse` and the file is there)."""
     results: dict[str, Any] = {}
     runners = {
         "latency": lambda: latency.run(profile=profile, log=log),
         "quality": lambda: quality.run("prefwiki", personas=personas, verifier=verifier,
-                                       profile=profile, log=log),
+                                       instructions=instructions, profile=profile, log=log),
         "stream": lambda: stream.run(profile=profile, verifier=verifier,
-                                     plot=out / "stream.png", log=log),
+                                     instructions=instructions, plot=out / "stream.png", log=log),
     }
     for name, runner in runners.items():
         path = out / FILES[name]

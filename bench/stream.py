@@ -19,7 +19,8 @@ from epic_edge.errors import InvalidInputError, MissingExtraError
 
 def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 0,
         items: int = 2400, batches: int = 24, drift: float = 0.3, initial: int = 5,
-        seed: int = 0, verifier: str = "template", profile: str = "linux-cpu",
+        seed: int = 0, verifier: str | None = None, instructions: str = "template",
+        profile: str = "linux-cpu",
         models: Path | None = None, tau: float | None = None, k: int = 5,
         plot: Path | None = None, progress: bool = True, log=print,
         embedder: Any = None) -> dict[str, Any]:
@@ -31,6 +32,7 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
     corpus = corpus or default_corpus
     prof, model_dir = common.profile_and_models(profile, models)
     tau = prof.tau if tau is None else float(tau)
+    verifier = common.verifier_name(prof, verifier)
     prefs, questions = common.persona_questions(loader()[persona])
     emb = embedder or common.make_embedder(prof, model_dir)
     pool = corpora.load(corpus, limit=None if corpus != "chat" else 12_000)
@@ -43,7 +45,7 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
     steps, started = [], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="epic-bench-stream-") as tmp:
         epic = EpicMemory(Path(tmp) / "stream.epic", prof, cached,
-                          common.make_verifier(prof, model_dir, verifier), tau,
+                          common.make_verifier(prof, model_dir, verifier, instructions), tau,
                           [prefs[j] for j in active])
         block_of = {p.id: j for p, j in zip(epic.prefs, active)}
         everything = StoreEverything(Path(tmp) / "store-everything.sqlite", cached)

@@ -26,7 +26,8 @@ def quality_result(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("EPIC_EDGE_DATA", str(tmp_path_factory.mktemp("data")))
     result = quality.run("prefwiki", corpus="sample", personas="0,1", tau=0.1,
-                         embedder=BagOfWordsEmbedder(), progress=False, log=_quiet)
+                         verifier="template", embedder=BagOfWordsEmbedder(), progress=False,
+                         log=_quiet)
     mp.undo()
     return result
 
@@ -68,7 +69,8 @@ def test_quality_rejects_bad_persona_spec():
 def test_stream_writes_plot_and_steps(tmp_path):
     plot = tmp_path / "out" / "stream.png"
     r = stream.run(corpus="sample", items=120, batches=4, drift=1.0, seed=3, tau=0.1,
-                   embedder=BagOfWordsEmbedder(), plot=plot, progress=False, log=_quiet)
+                   verifier="template", embedder=BagOfWordsEmbedder(), plot=plot,
+                   progress=False, log=_quiet)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     steps = r["steps"]
     assert [s["items"] for s in steps] == [30, 60, 90, 120]
@@ -83,7 +85,7 @@ def test_latency_json_shape_with_template_verifier():
     r = latency.run(verifier="template", items=16, batch_size=4, runs=12, warmup=2,
                     embedder=BagOfWordsEmbedder(), log=_quiet)
     q = r["per_query"]
-    for row in ("embed", "steer", "search", "total", "reference_total", "steer_lean"):
+    for row in ("embed", "steer", "search", "total", "reference_total"):
         assert q[row]["n"] == 12 and q[row]["median_ms"] >= 0
     assert r["per_item"]["counts"]["items"] == 16 and r["per_item"]["counts"]["llm_calls"] == 0
     assert r["summary"]["reference_over_ours"] > 0 and r["peak_rss_mb"] > 0
@@ -93,7 +95,7 @@ def test_latency_json_shape_with_template_verifier():
 def test_report_markdown_renders_from_results(tmp_path, quality_result):
     lat = latency.run(verifier="template", items=8, batch_size=4, runs=4, warmup=1,
                       embedder=BagOfWordsEmbedder(), log=_quiet)
-    st = stream.run(corpus="sample", items=60, batches=2, tau=0.1,
+    st = stream.run(corpus="sample", items=60, batches=2, tau=0.1, verifier="template",
                     embedder=BagOfWordsEmbedder(), progress=False, log=_quiet)
     text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
     assert text.startswith("# Benchmarks") and "stream.png" in text

@@ -17,8 +17,12 @@ def _common(p: argparse.ArgumentParser, json_default: str | None = None) -> None
 
 def _quality_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--personas", default="all", help="all, 0-9 or 0,3,5 (default all)")
-    p.add_argument("--verifier", default="template",
-                   help="fine-verification backend: template (no LLM, default), llama-cpp, ...")
+    p.add_argument("--verifier", default=None,
+                   help="fine-verification backend (default: the profile's; linux-cpu: learned); "
+                        "template = no decision model, llama-cpp = the LLM decides")
+    p.add_argument("--instructions", choices=("template", "llm"), default="template",
+                   help="who writes a learned verifier's instructions (default: template; an "
+                        "LLM call per kept item does not fit 57 personas in two hours)")
     p.add_argument("--tau", type=float, default=None, help="coarse-filter threshold (profile's)")
 
 
@@ -46,7 +50,9 @@ def main(argv: list[str]) -> int:
     st.add_argument("--drift", type=float, default=0.3, help="chance of a change per step")
     st.add_argument("--seed", type=int, default=0)
     st.add_argument("--corpus", choices=("wiki", "chat", "sample"), default=None)
-    st.add_argument("--verifier", default="template")
+    st.add_argument("--verifier", default=None, help="verifier backend (profile's)")
+    st.add_argument("--instructions", choices=("template", "llm"), default="template",
+                    help="who writes a learned verifier's instructions")
     st.add_argument("--plot", type=Path, default=Path("bench/results/stream.png"))
     _common(st)
     rep = sub.add_parser("report", help="run latency, quality and stream; write BENCHMARKS.md")
@@ -61,7 +67,8 @@ def main(argv: list[str]) -> int:
 
     if args.bench == "report":
         results = report.run_all(args.out, personas=args.personas, verifier=args.verifier,
-                                 profile=args.profile, reuse=args.reuse)
+                                 instructions=args.instructions, profile=args.profile,
+                                 reuse=args.reuse)
         args.markdown.write_text(report.markdown(results, args.out), encoding="utf-8")
         print(f"wrote {args.markdown} and {args.out}/")
         return 0
@@ -72,14 +79,15 @@ def main(argv: list[str]) -> int:
         text = latency.render(result)
     elif args.bench == "quality":
         result = quality.run(args.dataset, corpus=args.corpus, personas=args.personas,
-                             verifier=args.verifier, profile=args.profile, models=args.models,
-                             limit=args.limit, tau=args.tau)
+                             verifier=args.verifier, instructions=args.instructions,
+                             profile=args.profile, models=args.models, limit=args.limit,
+                             tau=args.tau)
         text = quality.render(result)
     else:
         result = stream.run(persona=args.persona, items=args.items, batches=args.batches,
                             drift=args.drift, seed=args.seed, corpus=args.corpus,
-                            verifier=args.verifier, profile=args.profile, models=args.models,
-                            plot=args.plot)
+                            verifier=args.verifier, instructions=args.instructions,
+                            profile=args.profile, models=args.models, plot=args.plot)
         text = stream.render(result) + f"\n- plot: {args.plot}"
     print(text)
     if args.json:
