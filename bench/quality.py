@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tempfile
 import time
@@ -142,6 +143,7 @@ def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, 
     }
     scores: dict[str, dict[str, list[float]]] = {s: {} for s in SYSTEMS}
     routed = []
+    trained_on = _verifier_train_preferences()
     for question, block in questions:
         gold = ids[block]
         q = embedder.embed([question])[0]
@@ -150,6 +152,8 @@ def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, 
             hits, timings = retrieve(question)
             row = scores[name]
             row.setdefault("pap", []).append(metrics.pap_at_k(hits, gold, k))
+            if pref_texts[block] not in trained_on:  # held out from the learned verifier
+                row.setdefault("pap_heldout", []).append(row["pap"][-1])
             row.setdefault("hit", []).append(metrics.hit_at_k(hits, gold, k))
             row.setdefault("ms", []).append(
                 sum(timings.get(s, 0.0) for s in ("embed", "steer", "search")))
@@ -171,6 +175,8 @@ def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, 
         steered = name in ("store-everything+steer", "epic")
         result["systems"][name] = {
             "pap": float(np.mean(scores[name]["pap"])), "hit": float(np.mean(scores[name]["hit"])),
+            "pap_heldout": _mean_or_none(scores[name].get("pap_heldout")),
+            "heldout_questions": len(scores[name].get("pap_heldout", [])),
             "routing": routing if steered else None,
             "coverage": metrics.coverage(set(ids), linked), "bytes": size,
             "retrieval_ms": statistics.median(scores[name]["ms"]) * 1000,
@@ -181,6 +187,26 @@ def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, 
     for path in root.glob(f"persona-{p_index}[.-]*"):  # measured; keep /tmp small over 57
         path.unlink(missing_ok=True)
     return result
+
+
+@functools.lru_cache(maxsize=1)
+def _verifier_train_preferences() -> frozenset[str]:
+    """Preference texts in the labelled set's train split (the learned verifier saw them)."""
+    from epic_edge.calibrate import load_verification_set
+
+    return frozenset(pair.preference for pair in load_verification_set("train"))
+
+
+def _mean_or_none(values: list[float] | None) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _heldout_mean(cells: list[dict]) -> float | None:
+    """PAP over questions whose gold preference is outside the learned verifier's train split."""
+    n = sum(c.get("heldout_questions", 0) for c in cells)
+    total = sum(c["pap_heldout"] * c["heldout_questions"] for c in cells
+                if c.get("heldout_questions"))
+    return total / n if n else None
 
 
 def _aggregate(rows: list[dict], k: int) -> dict[str, dict[str, Any]]:
@@ -195,6 +221,7 @@ def _aggregate(rows: list[dict], k: int) -> dict[str, dict[str, Any]]:
         agg[name] = {
             "label": LABELS[name], f"pap@{k}": mean("pap"), f"hit@{k}": mean("hit"),
             "routing_accuracy": mean("routing") if cells[0]["routing"] is not None else None,
+            f"pap@{k}_heldout": _heldout_mean(cells),
             "coverage": float(np.mean([c["coverage"] for c in cells])),
             "bytes_median": float(np.median([c["bytes"] for c in cells])),
             "bytes_max": float(np.max([c["bytes"] for c in cells])),
@@ -213,6 +240,7 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
                      / max(len(result["personas"]), 1))
     return {
         "epic_pap_margin": epic_pap - systems[best_other][f"pap@{k}"],
+        "heldout_pap": {name: systems[name].get(f"pap@{k}_heldout") for name in SYSTEMS},
         "best_other_system": best_other,
         "epic_above_all": epic_pap > systems[best_other][f"pap@{k}"],
         "epic_bytes_median": systems["epic"]["bytes_median"],
@@ -224,6 +252,16 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
         "llm_verifier_projected_all_57_s": float(np.mean(
             [r["coarse_items"] for r in result["per_persona"]])) * 57 * LLM_SECONDS_PER_ITEM,
     }
+
+
+def _heldout_line(heldout: dict[str, float | None], k: int) -> str:
+    if heldout.get("epic") is None:
+        return "- every gold preference is in the learned verifier's train split"
+    others = {n: v for n, v in heldout.items() if n != "epic" and v is not None}
+    best = max(others, key=lambda n: others[n])
+    return (f"- questions whose preference the learned verifier never saw in training: EPIC "
+            f"PAP@{k} {heldout['epic']:.3f} vs {others[best]:.3f} ({best}), margin "
+            f"{heldout['epic'] - others[best]:+.3f}")
 
 
 def render(result: dict[str, Any]) -> str:
@@ -243,6 +281,7 @@ def render(result: dict[str, Any]) -> str:
              f"- EPIC PAP@{k} margin over the best other system ({s['best_other_system']}): "
              f"{s['epic_pap_margin']:+.3f} "
              f"({'above all' if s['epic_above_all'] else 'NOT above all'})",
+             _heldout_line(s["heldout_pap"], k),
              f"- EPIC memory: median {s['epic_bytes_median'] / 1e6:.3f} MB, max "
              f"{s['epic_bytes_max'] / 1e6:.3f} MB per persona (target <= 1 MB: "
              f"{'met' if s['epic_under_1mb'] else 'not met'}); store-everything "
