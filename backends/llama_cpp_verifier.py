@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 # "none": no LLM decision, the coarse filter's candidates are kept and the LLM only writes
 # instructions (for models whose decision logits carry no signal: see bench.verification).
 DECISIONS = ("keep-discard", "per-preference", "none")
+# "chat": the GGUF's chat template (ChatML when it has none); "completion": a plain-text prompt
+# for base models (verifier_prompts.completion_prompt); "auto": chat iff the GGUF has a template.
+PROMPT_FORMATS = ("auto", "chat", "completion")
 
 _CHARS_PER_TOKEN_CUT = 32  # pre-cut huge items before tokenising; no token is this long
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
@@ -80,6 +83,7 @@ class LlamaCppVerifier:
         seed: int = 0,
         decision: str = "keep-discard",
         n_gpu_layers: int = 0,
+        prompt_format: str = "auto",
     ) -> None:
         from epic_edge.export.gguf import check_gguf
 
@@ -89,6 +93,10 @@ class LlamaCppVerifier:
         if decision not in DECISIONS:
             raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
         self.decision = decision
+        if prompt_format not in PROMPT_FORMATS:
+            raise ValueError(
+                f"prompt_format must be one of {PROMPT_FORMATS}, not {prompt_format!r}")
+        self.prompt_format = prompt_format
         self.max_instruction_tokens = int(max_instruction_tokens)
         self.max_preferences_per_item = max(1, int(max_preferences_per_item))
         self._lock = threading.Lock()
@@ -121,7 +129,8 @@ class LlamaCppVerifier:
         model = Path(str(config.get("model", "smollm2-135m-instruct-q4_1.gguf"))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
         keys = ("n_ctx", "threads", "max_instruction_tokens", "threshold",
-                "max_preferences_per_item", "seed", "decision", "n_gpu_layers")
+                "max_preferences_per_item", "seed", "decision", "n_gpu_layers",
+                "prompt_format")
         return cls(path, **{k: config[k] for k in keys if k in config})
 
     def close(self) -> None:
@@ -227,7 +236,12 @@ class LlamaCppVerifier:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         llm = self._llm
-        template = llm.metadata.get("tokenizer.chat_template") or vp.CHATML
+        template = llm.metadata.get("tokenizer.chat_template")
+        if self.prompt_format == "auto":
+            self.prompt_format = "chat" if template else "completion"
+        if self.prompt_format == "completion":
+            return vp.CompletionFormatter()
+        template = template or vp.CHATML
         eos, bos = llm.token_eos(), llm.token_bos()
         return Jinja2ChatFormatter(
             template=template,
@@ -241,7 +255,10 @@ class LlamaCppVerifier:
     ) -> list[int]:
         """Tokens of the chat prompt; `item` replaces vp.ITEM_SLOT as plain text, so control
         tokens written inside an item (e.g. "<|im_end|>") stay text and cannot end its turn."""
-        prompt = self._formatter(messages=messages).prompt + prefill
+        prompt = self._formatter(messages=messages).prompt
+        if prefill and self.prompt_format == "completion":
+            prefill = " " + prefill  # after "Answer:" as a base model would write it
+        prompt += prefill
         tokenize = self._llm.tokenize
         item_tokens = tokenize(item.replace(vp.ITEM_SLOT, " ").encode("utf-8"), add_bos=False,
                                special=False) if item else []

