@@ -18,7 +18,7 @@ from epic_edge.errors import InvalidInputError, MissingExtraError
 
 
 def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 0,
-        items: int = 2400, batches: int = 24, drift: float = 0.3, initial: int = 5,
+        items: int = 12000, batches: int = 24, drift: float = 0.3, initial: int = 5,
         seed: int = 0, verifier: str | None = None, instructions: str = "template",
         profile: str = "linux-cpu",
         models: Path | None = None, tau: float | None = None, k: int = 5,
@@ -131,7 +131,15 @@ def _summary(steps: list[dict]) -> dict[str, Any]:
     settled = steps[min(3, len(steps) - 1):]
     epic_growth = steps[-1]["epic_bytes"] / max(first, 1)
     se_growth = steps[-1]["store_everything_bytes"] / max(steps[0]["store_everything_bytes"], 1)
+    items = max(steps[-1]["items"] - steps[0]["items"], 1)
+
+    def per_1000_items(key: str) -> float:
+        return (steps[-1][key] - steps[0][key]) / items * 1000
+
     return {"epic_bytes_first": first, "epic_bytes_last": steps[-1]["epic_bytes"],
+            "epic_bytes_peak": max(s["epic_bytes"] for s in steps),
+            "epic_bytes_per_1000_items": per_1000_items("epic_bytes"),
+            "store_everything_bytes_per_1000_items": per_1000_items("store_everything_bytes"),
             "epic_growth": epic_growth, "store_everything_growth": se_growth,
             "epic_flat_within_2x": all(s["epic_bytes"] <= 2 * first for s in settled),
             "epic_pap_mean": float(np.nanmean([s["epic_pap"] for s in steps])),
@@ -183,6 +191,10 @@ def render(result: dict[str, Any]) -> str:
                       f"- EPIC grew {s['epic_growth']:.1f}x from the first batch (flat within 2x "
                       f"after step 3: {'yes' if s['epic_flat_within_2x'] else 'no'}); "
                       f"store-everything grew {s['store_everything_growth']:.1f}x",
+                      f"- growth per 1,000 items after the first batch: EPIC "
+                      f"{s['epic_bytes_per_1000_items'] / 1e3:.1f} KB, store-everything "
+                      f"{s['store_everything_bytes_per_1000_items'] / 1e3:.0f} KB; EPIC peak "
+                      f"{s['epic_bytes_peak'] / 1e6:.3f} MB",
                       f"- mean PAP@{result['k']}: EPIC {s['epic_pap_mean']:.3f}, "
                       f"store-everything {s['store_everything_pap_mean']:.3f}; "
                       f"{s['drift_events']} drift events; verifier {result['verifier']}"])

@@ -45,7 +45,8 @@ def main(argv: list[str]) -> int:
     _common(qual)
     st = sub.add_parser("stream", help="streaming with preference drift; PNG plot")
     st.add_argument("--persona", type=int, default=0)
-    st.add_argument("--items", type=int, default=2400)
+    st.add_argument("--items", type=int, default=12000,
+                    help="chunks streamed (default 12000: the whole wiki corpus)")
     st.add_argument("--batches", type=int, default=24)
     st.add_argument("--drift", type=float, default=0.3, help="chance of a change per step")
     st.add_argument("--seed", type=int, default=0)
