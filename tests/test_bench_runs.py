@@ -100,3 +100,13 @@ def test_report_markdown_renders_from_results(tmp_path, quality_result):
     text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
     assert text.startswith("# Benchmarks") and "stream.png" in text
     assert report.COMMAND in text
+    assert "## Fine verification" not in text  # no verification.json in this folder
+
+    row = {"method": "learned siamese", "precision": 0.75, "recall": 0.7, "f1": 0.724,
+           "roc_auc": 0.88, "best_precision_at_recall_0.8": {"precision": 0.69}, "n": 370}
+    (tmp_path / "verification.json").write_text(json.dumps(
+        {"rows": [row], "test_pairs": 370, "test_keep": 142, "train_pairs": 754,
+         "model_size": {"statement": "task training, not size"}}))
+    text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
+    assert "| learned siamese | 0.750     | 0.700  | 0.724 | 0.880   | 0.690" in text
+    assert "- task training, not size" in text
