@@ -36,7 +36,9 @@ def test_jetson_embedder_falls_back_to_cpu_with_a_warning(reference_models: Path
     with pytest.warns(RuntimeWarning, match="TensorrtExecutionProvider.*falling back"):
         emb = registry.create("embedder", profile.embedder, reference_models)
     assert emb.providers == ["CPUExecutionProvider"]
-    cpu = registry.create("embedder", load_profile("linux-cpu").embedder, reference_models)
+    # linux-cpu embeds with the int8 copy; the same fp32 model on the CPU is the reference
+    fp32 = {**load_profile("linux-cpu").embedder, "model": profile.embedder["model"]}
+    cpu = registry.create("embedder", fp32, reference_models)
     texts = ["Jetson Orin Nano", "a vegan ramen shop"]
     np.testing.assert_allclose(emb.embed(texts), cpu.embed(texts), atol=1e-5)
     assert emb.fingerprint == cpu.fingerprint  # same model: memories move between the two
