@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.backends.template_verifier import template_instruction
+from epic_edge.backends.verifier_prompts import template_instruction
 from epic_edge.errors import EpicEdgeError, MissingExtraError, ModelNotFoundError
 from epic_edge.types import Preference, Verdict
 

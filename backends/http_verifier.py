@@ -215,7 +215,7 @@ class LlamaServerVerifier:
             text, problem = vp.clean_instruction(raw, item, prefix=vp.INSTRUCTION_PREFILL,
                                                  max_chars=self.max_instruction_tokens * 8)
             if problem:
-                text = vp.template_instruction(pref)
+                text = vp.template_instruction(item, pref)
                 notes.append(f"template instruction for preference {pref.id} ({problem})")
             instructions[pref.id] = text
         reason = "; ".join([f"P(Keep)={p:.3f} >= threshold {self.threshold:.2f}", *notes])

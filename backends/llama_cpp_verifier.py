@@ -203,7 +203,7 @@ class LlamaCppVerifier:
                 item = self._truncate(item, candidates)
             except Exception as exc:
                 note = f"template instructions ({type(exc).__name__})"
-                return {p.id: vp.template_instruction(p) for p in kept}, [note], 0
+                return {p.id: vp.template_instruction(item, p) for p in kept}, [note], 0
             return self._instructions(item, candidates, list(kept))
 
     def _instructions(
@@ -225,7 +225,7 @@ class LlamaCppVerifier:
                 log.warning("llama.cpp instruction failed (%s)", type(exc).__name__)
                 text, problem = "", f"generation failed: {type(exc).__name__}"
             if problem:
-                text = vp.template_instruction(pref)
+                text = vp.template_instruction(item, pref)
                 notes.append(f"template instruction for preference {pref.id} ({problem})")
             instructions[pref.id] = text
         return instructions, notes, calls

@@ -94,7 +94,7 @@ class MlxVerifier:
                 raw = re.split(r"(?<=[.!?])\s|\n", raw.strip(), maxsplit=1)[0]
                 text, problem = vp.clean_instruction(raw, item, prefix=vp.INSTRUCTION_PREFILL,
                                                      max_chars=self.max_instruction_tokens * 8)
-                instructions[pref.id] = vp.template_instruction(pref) if problem else text
+                instructions[pref.id] = vp.template_instruction(item, pref) if problem else text
         return Verdict(keep=True, preference_ids=[x.id for x in kept], instructions=instructions,
                        reason=f"P(Keep)={p:.3f} >= threshold {self.threshold:.2f}",
                        confidence=p, llm_calls=1 + len(kept))

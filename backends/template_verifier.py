@@ -6,24 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from epic_edge.backends.verifier_prompts import template_instruction
 from epic_edge.types import Preference, Verdict
-
-TEMPLATE = (
-    "When a question touches the preference \"{preference}\", read this passage on {lead}: "
-    "use what agrees with the preference and flag what conflicts with it."
-)
-LEAD_WORDS = 16
-
-
-def _lead(item: str) -> str:
-    """The item's first words, so each entry's instruction (and its vector) is its own."""
-    words = item.split()
-    return " ".join(words[:LEAD_WORDS]) + (" ..." if len(words) > LEAD_WORDS else "")
-
-
-def template_instruction(item: str, preference: Preference) -> str:
-    """The deterministic instruction for a kept (item, preference): no LLM involved."""
-    return TEMPLATE.format(preference=preference.text.strip().rstrip("."), lead=_lead(item))
 
 
 class TemplateVerifier:

@@ -46,10 +46,15 @@ root ::= " " [a-zA-Z,] [^\x00-\x1f"\x7f.!?]* [.!?]
 KEEP_WORDS = ("Keep", " Keep", "keep", " keep")
 DISCARD_WORDS = ("Discard", " Discard", "discard", " discard")
 
-# Fallback instruction when the generated one is missing or fails the checks.
+# The deterministic instruction: the template verifier's, and every verifier's fallback when
+# a generated one is missing or fails the checks. The item's lead words make each entry's
+# instruction (and its vector) its own: one text per preference would let consolidation
+# (cosine >= 0.95) merge all of a preference's entries into one.
 TEMPLATE_INSTRUCTION = (
-    "Use this passage when answering questions where the user's preference applies: {preference}"
+    "When a question touches the preference \"{preference}\", read this passage on {lead}: "
+    "use what agrees with the preference and flag what conflicts with it."
 )
+LEAD_WORDS = 16
 
 # Plain ChatML, used only when the GGUF carries no chat template.
 CHATML = (
@@ -113,8 +118,11 @@ def instruction_messages(
     ]
 
 
-def template_instruction(preference: Preference) -> str:
-    return TEMPLATE_INSTRUCTION.format(preference=preference.text.strip().rstrip(".")) + "."
+def template_instruction(item: str, preference: Preference) -> str:
+    """The deterministic instruction for a kept (item, preference): no LLM involved."""
+    words = item.split()
+    lead = " ".join(words[:LEAD_WORDS]) + (" ..." if len(words) > LEAD_WORDS else "")
+    return TEMPLATE_INSTRUCTION.format(preference=preference.text.strip().rstrip("."), lead=lead)
 
 
 def clean_instruction(

@@ -154,7 +154,9 @@ def test_bad_generation_falls_back_to_template(verifier, monkeypatch, output) ->
     monkeypatch.setattr(verifier, "_generate", fake_generate)
     verdict = verifier.verify(STEAKHOUSE, [VEGAN])
     assert verdict.keep and verdict.preference_ids == [VEGAN.id]
-    assert verdict.instructions[VEGAN.id] == template_instruction(VEGAN)
+    assert verdict.instructions[VEGAN.id] == template_instruction(STEAKHOUSE, VEGAN)
+    # the fallback names the item: two items of one preference never share an instruction
+    assert template_instruction("Tofu curry.", VEGAN) != template_instruction(STEAKHOUSE, VEGAN)
     assert "template instruction" in verdict.reason
     assert verdict.llm_calls == 2
 
