@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.calibrate import LabelledPair, best_f1_threshold
+from epic_edge.calibrate import LabelledPair, best_f1_threshold, keep_metrics
 
 
 def preference_folds(pairs: Sequence[LabelledPair], k: int, seed: int = 123) -> np.ndarray:
@@ -45,9 +45,6 @@ def out_of_fold_threshold(pairs: Sequence[LabelledPair], k: int,
     scores = out_of_fold_scores(pairs, k, fit, score, log)
     labels = [p.keep for p in pairs]
     threshold = best_f1_threshold(scores, labels)
-    kept = scores >= threshold
-    y = np.asarray(labels, dtype=bool)
-    tp = int((kept & y).sum())
-    f1 = 2 * tp / max(int(kept.sum()) + int(y.sum()), 1)
+    f1 = keep_metrics(labels, scores >= threshold)["f1"]
     return threshold, {"threshold_fitted_on": f"train, {k}-fold out-of-fold scores grouped by "
                                               "preference", "out_of_fold_f1": round(f1, 4)}
