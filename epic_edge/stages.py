@@ -75,6 +75,9 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
     )
 
 
+_PYTHON_ARGMAX_UP_TO = 64
+
+
 class Steering:
     """Routes a query to its closest preference and steers it: q~ = norm(E(q) + E(p*)).
 
@@ -92,30 +95,34 @@ class Steering:
     def __len__(self) -> int:
         return len(self.preferences)
 
-    def _closest(self, q: np.ndarray) -> tuple[int, float]:
-        sims = self.vectors.dot(q)
-        best = int(sims.argmax())
-        return best, float(sims[best])
-
     def route(self, query_vector: np.ndarray) -> tuple[Preference | None, float]:
         """p* = argmax_p E(q)·E(p), with its similarity; (None, -1) without preferences."""
-        if not self.preferences:
-            return None, -1.0
-        best, similarity = self._closest(np.asarray(query_vector, dtype=np.float32).reshape(-1))
-        return self.preferences[best], similarity
+        _, preference, similarity = self.steer(query_vector)
+        return preference, similarity
 
     def steer(self, query_vector: np.ndarray) -> tuple[np.ndarray, Preference | None, float]:
         """Return (q~, p*, similarity) for a unit-norm query (every Embedder returns unit rows);
         q~ is the query itself without preferences.
 
         |E(q) + E(p*)|^2 = 2 + 2 E(q)·E(p*) for unit vectors, so the norm comes from the
-        similarity already computed: right after a query embedding has flushed the caches each
-        numpy call costs microseconds, and this saves one.
+        similarity already computed.
         """
-        q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+        q = query_vector
+        if not (type(q) is np.ndarray and q.dtype == np.float32 and q.ndim == 1):
+            q = np.asarray(q, dtype=np.float32).reshape(-1)  # what an Embedder returns passes
         if not self.preferences:
             return q, None, -1.0
-        best, similarity = self._closest(q)
+        # one function, few numpy calls: right after an embedding has flushed the CPU caches
+        # each call costs microseconds, and for a handful of preferences Python's max over a
+        # list beats numpy's argmax and scalar indexing
+        sims = self.vectors.dot(q)
+        if len(sims) > _PYTHON_ARGMAX_UP_TO:
+            best = int(sims.argmax())
+            similarity = float(sims[best])
+        else:
+            values = sims.tolist()
+            similarity = max(values)
+            best = values.index(similarity)
         steered = q + self.vectors[best]
         steered *= 1.0 / math.sqrt(max(2.0 + 2.0 * similarity, 1e-12))
         return steered, self.preferences[best], similarity

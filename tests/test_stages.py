@@ -75,3 +75,25 @@ def test_steering_without_preferences_returns_query_unchanged():
     steered, pref, _ = Steering([], np.empty((0, 4))).steer(q)
     assert pref is None
     np.testing.assert_array_equal(steered, q)
+
+
+@pytest.mark.parametrize("m", [3, 200])  # the list path (few preferences) and numpy's argmax
+def test_steering_matches_the_equation_for_any_number_of_preferences(m):
+    rng = np.random.default_rng(m)
+    vectors = normalize_rows(rng.normal(size=(m, 16)))
+    prefs = [Preference(i, f"p{i}") for i in range(m)]
+    steering = Steering(prefs, vectors)
+    for q in normalize_rows(rng.normal(size=(20, 16))).astype(np.float64):  # float64 in
+        sims = vectors @ q
+        best = int(np.argmax(sims))
+        steered, pref, sim = steering.steer(q)
+        assert pref == prefs[best] and sim == pytest.approx(sims[best], abs=1e-6)
+        expected = (q + vectors[best]) / np.linalg.norm(q + vectors[best])
+        np.testing.assert_allclose(steered, expected, atol=1e-6)
+        assert steered.dtype == np.float32
+
+
+def test_steering_ties_go_to_the_first_preference():
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    steering = Steering([Preference(i, str(i)) for i in range(3)], vectors)
+    assert steering.route(np.array([1.0, 0.0], dtype=np.float32))[0].id == 0
