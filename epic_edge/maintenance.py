@@ -81,14 +81,19 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
             store.vacuum()
             evicted += victims
     if budget.max_bytes is not None:
-        for _ in range(8):  # each round frees about what is needed, measured on disk
+        # evict about what the overshoot is worth, measured on disk after a vacuum; pages are
+        # 4 KB, so when a round frees no page the next one evicts twice as many
+        last_total, step = None, 0
+        while True:
             store.vacuum()
             total, entries = store.footprint()["total"], store.count("entries")
             if total <= budget.max_bytes or entries == 0:
                 break
-            per_entry = total / entries
-            need = max(1, math.ceil((total - budget.max_bytes) / per_entry))
-            victims = retention_order(store, budget.half_life_days)[:need]
+            need = math.ceil((total - budget.max_bytes) / (total / entries))
+            step = 2 * step if last_total is not None and total >= last_total else 0
+            victims = retention_order(store, budget.half_life_days)[:max(1, need, step)]
+            step = len(victims)
+            last_total = total
             delete_entries(store, victims)
             evicted += victims
     return evicted
@@ -132,5 +137,5 @@ def check(store: MemoryStore) -> CheckReport:
                           "(SELECT DISTINCT item_id FROM entries)")[0][0]
     if orphans:
         report.problems.append(f"{orphans} items have no entry (should have been removed)")
-    report.counts = {t: store.count(t) for t in ("preferences", "items", "entries", "seen")}
+    report.counts = {t: store.count(t) for t in ("preferences", "items", "entries", "judged")}
     return report

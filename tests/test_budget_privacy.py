@@ -69,6 +69,25 @@ def test_byte_budget_shrinks_the_file(tmp_path):
         assert memory.info()["entries"] > 0 and memory.check().ok
 
 
+def test_byte_budget_is_met_even_when_single_evictions_free_no_page(tmp_path):
+    with _memory(tmp_path / "m.epic") as memory:
+        memory.add_preferences(PREFERENCES)
+        for n in range(10):
+            memory.ingest(batch_items(n))
+        memory.set_budget(max_entries=0)  # the floor: fixed pages, preferences, ledger
+        floor = memory.footprint()["total"]
+    for step in range(1, 6):  # budgets a page or two above the floor: the hard cases
+        path = tmp_path / f"m{step}.epic"
+        with _memory(path) as memory:
+            memory.add_preferences(PREFERENCES)
+            for n in range(10):
+                memory.ingest(batch_items(n))
+            budget = floor + step * 2048
+            memory.set_budget(max_bytes=budget)
+            assert memory.footprint()["total"] <= budget
+            assert memory.check().ok
+
+
 def _raw(path) -> bytes:
     return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
 
