@@ -354,7 +354,7 @@ class Memory:
             "preferences": len(self.steering),
             "items": self.store.count("items"),
             "entries": self.store.count("entries"),
-            "items_judged": self.store.count("seen"),
+            "items_judged": self.store.count("judged"),
             "budget": asdict(Budget.load(self.store)),
             "evicted_total": int(self.store.get_meta("evicted_total") or 0),
             "footprint": self.footprint(),

@@ -18,7 +18,7 @@ from epic_edge.errors import EmbedderMismatchError, MemoryFileError
 from epic_edge.types import Preference
 from epic_edge.vectors import check_format, decode, encode
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the judged-items ledger keys on 64 bits of the hash (was `seen`)
 
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -45,11 +45,14 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_by_preference ON entries(preference_id);
 -- the last LEDGER_ROWS items the verifier judged, kept or not, so they are not judged
 -- (and paid for) twice under the same preferences (epoch = the preference set it was
--- judged under). Items the coarse filter dropped cost one embedding and are not recorded
-CREATE TABLE IF NOT EXISTS seen (content_hash BLOB PRIMARY KEY, epoch INTEGER NOT NULL);
+-- judged under, seq = arrival order). Items the coarse filter dropped cost one embedding
+-- and are not recorded. `key` is the first 64 bits of the content hash: a rowid table
+-- with no second index, ~16 bytes a row (a collision only means one item goes unjudged)
+CREATE TABLE IF NOT EXISTS judged (
+    key INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, seq INTEGER NOT NULL);
 """
 
-# The judged-items ledger stays bounded so a long stream does not grow the file (~60 B a row).
+# The judged-items ledger stays bounded so a long stream does not grow the file.
 LEDGER_ROWS = 2048
 
 # footprint part -> (table, per-row byte count); text is counted in UTF-8 bytes
@@ -58,8 +61,13 @@ _FOOTPRINT_SQL = {
     "instructions": ("entries", "LENGTH(CAST(instruction AS BLOB))"),
     "vectors": ("entries", "LENGTH(embedding)"),
     "preferences": ("preferences", "LENGTH(CAST(text AS BLOB)) + LENGTH(embedding)"),
-    "seen": ("seen", "24"),
+    "ledger": ("judged", "16"),
 }
+
+
+def ledger_key(content_hash: bytes) -> int:
+    """The judged-items ledger's key for a content hash: its first 64 bits, signed."""
+    return int.from_bytes(content_hash[:8], "little", signed=True)
 
 
 def to_blob(vector: np.ndarray) -> bytes:
@@ -68,6 +76,15 @@ def to_blob(vector: np.ndarray) -> bytes:
 
 def from_blob(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
     return decode(blob, dim, fmt)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Schema 1 -> 2: drop the old `seen` ledger (hash BLOB + its index, ~90 B a row). It is
+    a cache: an item it listed is judged once more if it returns."""
+    version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if version is not None and int(version[0]) == 1:
+        conn.execute("DROP TABLE IF EXISTS seen")
+        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
 
 @dataclass(frozen=True)
@@ -116,6 +133,7 @@ class MemoryStore:
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             conn.execute(statement)
+                    _migrate(conn)
             self._check_key()
         except BaseException:
             self.conn.close()
@@ -264,12 +282,11 @@ class MemoryStore:
         """The keys not yet judged under the current preference epoch."""
         if not keys:
             return set()
-        marks = ",".join("?" * len(keys))
-        done = self.query(
-            f"SELECT content_hash FROM seen WHERE epoch >= ? AND content_hash IN ({marks})",
-            [epoch, *keys],
-        )
-        return set(keys) - {bytes(r[0]) for r in done}
+        by_key = {ledger_key(k): k for k in keys}
+        marks = ",".join("?" * len(by_key))
+        done = self.query(f"SELECT key FROM judged WHERE epoch >= ? AND key IN ({marks})",
+                          [epoch, *by_key])
+        return set(keys) - {by_key[int(r[0])] for r in done}
 
     def entry_preferences(self, ids: Iterable[int]) -> dict[int, int]:
         """entry id -> preference id."""
@@ -289,7 +306,7 @@ class MemoryStore:
         return {int(r[0]) for r in rows}
 
     def count(self, table: str) -> int:
-        if table not in {"preferences", "items", "entries", "seen"}:
+        if table not in {"preferences", "items", "entries", "judged"}:
             raise ValueError(table)
         return int(self.query(f"SELECT COUNT(*) FROM {table}")[0][0])
 
@@ -374,11 +391,12 @@ class MemoryStore:
             "UPDATE entries SET confidence = MAX(confidence, ?), updated_at = ? WHERE id = ?",
             [(conf, now, entry_id) for entry_id, conf in (refresh or {}).items()],
         )
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM judged").fetchone()[0]
         conn.executemany(
-            "INSERT OR REPLACE INTO seen(content_hash, epoch) VALUES (?, ?)",
-            [(key, epoch) for key in judged],
+            "INSERT OR REPLACE INTO judged(key, epoch, seq) VALUES (?, ?, ?)",
+            [(ledger_key(key), epoch, seq + n) for n, key in enumerate(judged, 1)],
         )
-        conn.execute("DELETE FROM seen WHERE rowid <= (SELECT MAX(rowid) FROM seen) - ?",
+        conn.execute("DELETE FROM judged WHERE seq <= (SELECT MAX(seq) FROM judged) - ?",
                      (LEDGER_ROWS,))
         return new_ids
 

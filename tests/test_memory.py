@@ -60,10 +60,37 @@ def test_judged_items_ledger_stays_bounded(memory, monkeypatch):
 
     monkeypatch.setattr(store, "LEDGER_ROWS", 1)
     memory.ingest(CORPUS)
-    assert memory.store.count("seen") == 1
+    assert memory.store.count("judged") == 1
     memory.ingest(CORPUS)  # items that left the ledger may be judged again...
-    assert memory.store.count("seen") == 1
+    assert memory.store.count("judged") == 1
     assert memory.info()["entries"] == 2  # ...but are never stored twice
+
+
+def test_schema_1_file_loses_its_old_ledger_and_keeps_its_entries(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.epic"
+    emb = BagOfWordsEmbedder()
+    with Memory.open(path, embedder=emb, verifier=KeywordVerifier(), index=NumpyIndex(emb.dim),
+                     tau=0.1) as memory:
+        memory.add_preferences(PREFS)
+        memory.ingest(CORPUS)
+        entries = memory.info()["entries"]
+    con = sqlite3.connect(path)  # what a schema-1 file looked like
+    con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    con.execute("CREATE TABLE seen (content_hash BLOB PRIMARY KEY, epoch INTEGER NOT NULL)")
+    con.execute("INSERT INTO seen VALUES (x'00', 0)")
+    con.commit()
+    con.close()
+    with Memory.open(path, embedder=emb, verifier=KeywordVerifier(), index=NumpyIndex(emb.dim),
+                     tau=0.1) as memory:
+        tables = {r[0] for r in memory.store.query("SELECT name FROM sqlite_master")}
+        assert "seen" not in tables and "judged" in tables
+        assert memory.store.get_meta("schema_version") == "2"
+        assert memory.info()["entries"] == entries and memory.check().ok
+        memory.ingest(CORPUS)  # judged once more: the old ledger is gone
+        assert memory.info()["entries"] == entries and memory.store.count("judged") > 0
+        assert sum(s.verified for s in memory.ingest(CORPUS)) == 0  # the new ledger works
 
 
 def test_new_preference_reopens_old_items_for_judgement(memory):
