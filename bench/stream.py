@@ -23,9 +23,13 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
         profile: str = "linux-cpu",
         models: Path | None = None, tau: float | None = None, k: int = 5,
         plot: Path | None = None, progress: bool = True, log=print,
-        embedder: Any = None) -> dict[str, Any]:
+        embedder: Any = None, max_bytes: int | None = None,
+        max_entries: int | None = None) -> dict[str, Any]:
     """Stream `items` chunks in `batches` steps; each step, with probability `drift`, one
-    preference is added or removed (fixed `seed`). Returns the per-step JSON."""
+    preference is added or removed (fixed `seed`). Returns the per-step JSON.
+
+    `max_bytes` / `max_entries` give EPIC's memory a budget (Memory.set_budget): after each
+    batch the entries with the lowest confidence leave until it fits."""
     if batches < 1 or items < batches:
         raise InvalidInputError("need at least one batch and one item per batch")
     loader, default_corpus = common.DATASETS[dataset]
@@ -48,6 +52,8 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
                           common.make_verifier(prof, model_dir, verifier, instructions), tau,
                           [prefs[j] for j in active])
         block_of = {p.id: j for p, j in zip(epic.prefs, active)}
+        if max_bytes is not None or max_entries is not None:
+            epic.memory.set_budget(max_entries=max_entries, max_bytes=max_bytes)
         everything = StoreEverything(Path(tmp) / "store-everything.sqlite", cached)
         stored: list[int] = []
         for step, chunk in enumerate(np.array_split(np.array(order), batches)):
@@ -69,6 +75,7 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
         everything.close()
     result = {"bench": "stream", "dataset": dataset, "corpus": corpus, "persona": persona,
               "seed": seed, "drift": drift, "verifier": verifier, "tau": tau, "k": k,
+              "budget": {"max_bytes": max_bytes, "max_entries": max_entries},
               "steps": steps, "elapsed_s": time.perf_counter() - started,
               "machine": common.machine()}
     result["summary"] = _summary(steps)
@@ -121,7 +128,8 @@ def _score(epic: EpicMemory, everything: StoreEverything, stored_vectors: np.nda
         raw = [(None, link_of.get(text, frozenset())) for _, text in everything.search(q, k)]
         se_pap.append(metrics.pap_at_k(raw, gold, k))
     return {"epic_bytes": epic.bytes(), "store_everything_bytes": everything.footprint(),
-            "epic_entries": len(epic.memory.index), "questions": len(epic_pap),
+            "epic_entries": len(epic.memory.index), "epic_evicted": epic.evicted,
+            "questions": len(epic_pap),
             "epic_pap": float(np.mean(epic_pap)) if epic_pap else float("nan"),
             "store_everything_pap": float(np.mean(se_pap)) if se_pap else float("nan")}
 
@@ -197,4 +205,15 @@ def render(result: dict[str, Any]) -> str:
                       f"{s['epic_bytes_peak'] / 1e6:.3f} MB",
                       f"- mean PAP@{result['k']}: EPIC {s['epic_pap_mean']:.3f}, "
                       f"store-everything {s['store_everything_pap_mean']:.3f}; "
-                      f"{s['drift_events']} drift events; verifier {result['verifier']}"])
+                      f"{s['drift_events']} drift events; verifier {result['verifier']}",
+                      f"- EPIC budget: {_budget_text(result)}"])
+
+
+def _budget_text(result: dict[str, Any]) -> str:
+    budget = result.get("budget") or {}
+    parts = [f"{budget['max_bytes']:,} bytes" if budget.get("max_bytes") else "",
+             f"{budget['max_entries']} entries" if budget.get("max_entries") else ""]
+    if not any(parts):
+        return "none (the memory keeps every kept entry)"
+    evicted = result["steps"][-1].get("epic_evicted", 0)
+    return " and ".join(p for p in parts if p) + f"; {evicted} entries evicted over the stream"

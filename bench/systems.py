@@ -81,7 +81,7 @@ class EpicMemory:
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}
-        self.llm_calls = self.verified = self.kept = 0
+        self.llm_calls = self.verified = self.kept = self.evicted = 0
         self.index_seconds = 0.0
 
     def ingest(self, items: Sequence[Item], batch_size: int = 256) -> None:
@@ -92,6 +92,7 @@ class EpicMemory:
             self.llm_calls += stats.llm_calls
             self.verified += stats.verified
             self.kept += stats.kept
+            self.evicted += stats.evicted
         self.index_seconds += time.perf_counter() - start
         self.refresh()
 

@@ -81,6 +81,19 @@ def test_stream_writes_plot_and_steps(tmp_path):
     assert "drift" in stream.render(r)
 
 
+def test_stream_budget_caps_epic_memory(tmp_path):
+    common = dict(corpus="sample", items=240, batches=4, drift=0.0, tau=0.05,
+                  verifier="template", embedder=BagOfWordsEmbedder(), progress=False,
+                  log=_quiet)
+    free = stream.run(**common)
+    cap = free["steps"][0]["epic_bytes"] + 4096
+    assert free["steps"][-1]["epic_bytes"] > cap  # without a budget it outgrows the cap
+    capped = stream.run(**common, max_bytes=cap)
+    assert all(s["epic_bytes"] <= cap for s in capped["steps"])
+    assert capped["steps"][-1]["epic_evicted"] > 0 and capped["budget"]["max_bytes"] == cap
+    assert f"{cap:,} bytes" in stream.render(capped)
+
+
 def test_latency_json_shape_with_template_verifier():
     r = latency.run(verifier="template", items=16, batch_size=4, runs=12, warmup=2,
                     embedder=BagOfWordsEmbedder(), log=_quiet)
@@ -97,8 +110,10 @@ def test_report_markdown_renders_from_results(tmp_path, quality_result):
                       embedder=BagOfWordsEmbedder(), log=_quiet)
     st = stream.run(corpus="sample", items=60, batches=2, tau=0.1, verifier="template",
                     embedder=BagOfWordsEmbedder(), progress=False, log=_quiet)
-    text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
+    text = report.markdown({"latency": lat, "quality": quality_result, "stream": st,
+                            "stream_budget": {**st, "budget": {"max_bytes": 99_000}}}, tmp_path)
     assert text.startswith("# Benchmarks") and "stream.png" in text
+    assert "--max-bytes 99000" in text and "stream-budget.png" in text
     assert report.COMMAND in text
     assert "## Fine verification" not in text  # no verification.json in this folder
 

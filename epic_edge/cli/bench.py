@@ -55,6 +55,9 @@ def main(argv: list[str]) -> int:
     st.add_argument("--instructions", choices=("template", "llm"), default="template",
                     help="who writes a learned verifier's instructions")
     st.add_argument("--plot", type=Path, default=Path("bench/results/stream.png"))
+    st.add_argument("--max-bytes", type=int, default=None,
+                    help="EPIC memory budget in bytes (evicts lowest confidence; default none)")
+    st.add_argument("--max-entries", type=int, default=None, help="EPIC entry budget")
     _common(st)
     rep = sub.add_parser("report", help="run latency, quality and stream; write BENCHMARKS.md")
     rep.add_argument("--out", type=Path, default=Path("bench/results"))
@@ -88,7 +91,8 @@ def main(argv: list[str]) -> int:
         result = stream.run(persona=args.persona, items=args.items, batches=args.batches,
                             drift=args.drift, seed=args.seed, corpus=args.corpus,
                             verifier=args.verifier, instructions=args.instructions,
-                            profile=args.profile, models=args.models, plot=args.plot)
+                            profile=args.profile, models=args.models, plot=args.plot,
+                            max_bytes=args.max_bytes, max_entries=args.max_entries)
         text = stream.render(result) + f"\n- plot: {args.plot}"
     print(text)
     if args.json:
