@@ -3,71 +3,22 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from epic_edge import schema
 from epic_edge.crypto import Sealer
 from epic_edge.errors import EmbedderMismatchError, MemoryFileError
+from epic_edge.sqlite_file import SQLiteFile
 from epic_edge.types import Preference
 from epic_edge.vectors import check_format, decode, encode
 
-SCHEMA_VERSION = 2  # 2: the judged-items ledger keys on 64 bits of the hash (was `seen`)
-
-_PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=FULL",
-    "PRAGMA foreign_keys=ON",
-    "PRAGMA secure_delete=ON",
-)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS preferences (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE, embedding BLOB NOT NULL,
-    active INTEGER NOT NULL DEFAULT 1, created_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS items (
-    id INTEGER PRIMARY KEY, text TEXT NOT NULL, source TEXT NOT NULL DEFAULT '',
-    external_id TEXT NOT NULL DEFAULT '', content_hash BLOB NOT NULL UNIQUE,
-    created_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS entries (
-    id INTEGER PRIMARY KEY,
-    item_id INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
-    preference_id INTEGER NOT NULL REFERENCES preferences(id) ON DELETE CASCADE,
-    instruction TEXT NOT NULL, embedding BLOB NOT NULL, confidence REAL NOT NULL,
-    created_at REAL NOT NULL, updated_at REAL NOT NULL, UNIQUE (item_id, preference_id));
-CREATE INDEX IF NOT EXISTS entries_by_preference ON entries(preference_id);
--- the last LEDGER_ROWS items the verifier judged, kept or not, so they are not judged
--- (and paid for) twice under the same preferences (epoch = the preference set it was
--- judged under, seq = arrival order). Items the coarse filter dropped cost one embedding
--- and are not recorded. `key` is the first 64 bits of the content hash: a rowid table
--- with no second index, ~16 bytes a row (a collision only means one item goes unjudged)
-CREATE TABLE IF NOT EXISTS judged (
-    key INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, seq INTEGER NOT NULL);
-"""
-
 # The judged-items ledger stays bounded so a long stream does not grow the file.
 LEDGER_ROWS = 2048
-
-# footprint part -> (table, per-row byte count); text is counted in UTF-8 bytes
-_FOOTPRINT_SQL = {
-    "items": ("items", "LENGTH(CAST(text AS BLOB)) + LENGTH(source) + LENGTH(external_id) + 16"),
-    "instructions": ("entries", "LENGTH(CAST(instruction AS BLOB))"),
-    "vectors": ("entries", "LENGTH(embedding)"),
-    "preferences": ("preferences", "LENGTH(CAST(text AS BLOB)) + LENGTH(embedding)"),
-    "ledger": ("judged", "16"),
-}
-
-
-def ledger_key(content_hash: bytes) -> int:
-    """The judged-items ledger's key for a content hash: its first 64 bits, signed."""
-    return int.from_bytes(content_hash[:8], "little", signed=True)
 
 
 def to_blob(vector: np.ndarray) -> bytes:
@@ -76,15 +27,6 @@ def to_blob(vector: np.ndarray) -> bytes:
 
 def from_blob(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
     return decode(blob, dim, fmt)
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Schema 1 -> 2: drop the old `seen` ledger (hash BLOB + its index, ~90 B a row). It is
-    a cache: an item it listed is judged once more if it returns."""
-    version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    if version is not None and int(version[0]) == 1:
-        conn.execute("DROP TABLE IF EXISTS seen")
-        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
 
 
 @dataclass(frozen=True)
@@ -98,65 +40,22 @@ class NewEntry:
     confidence: float
 
 
-class MemoryStore:
-    """Owns the SQLite connection; every write happens inside `transaction()`.
-
-    Durability: WAL with synchronous=FULL, so a batch that committed survives a crash or a
-    power cut. Deleted text is overwritten (secure_delete) and the WAL truncated on close.
-    """
+class MemoryStore(SQLiteFile):
+    """The memory's schema over a SQLiteFile: reads, and writes made inside `transaction()`."""
 
     def __init__(
         self, path: str | Path, *, key: bytes | None = None, timeout: float = 10.0
     ) -> None:
-        self.path = Path(path)
+        super().__init__(path, timeout=timeout)
         self.sealer = Sealer(key)
-        if self.path.exists() and self.path.stat().st_size > 0:
-            with open(self.path, "rb") as fh:
-                if fh.read(16) != b"SQLite format 3\x00":
-                    raise MemoryFileError(f"{self.path} is not an epic-edge memory file")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
         try:
-            self.conn = sqlite3.connect(
-                str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None
-            )
-        except sqlite3.DatabaseError as exc:
-            raise MemoryFileError(f"cannot open memory file {self.path}: {exc}") from exc
-        try:
-            with self._translate():
-                for pragma in _PRAGMAS:
-                    self.conn.execute(pragma)
-                result = self.conn.execute("PRAGMA quick_check").fetchone()[0]
-                if result != "ok":
-                    raise sqlite3.DatabaseError(f"integrity check failed: {result}")
-                with self.transaction() as conn:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    _migrate(conn)
+            with self.transaction() as conn:
+                schema.create(conn)
             self._check_key()
         except BaseException:
             self.conn.close()
             raise
-        self.data_version = self._data_version()
         self._vector_format: str | None = None
-
-    @contextmanager
-    def _translate(self) -> Iterator[None]:
-        """Turn SQLite's errors into MemoryFileError with a message a user can act on."""
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise MemoryFileError(
-                    f"{self.path} is being written by another process; try again later"
-                ) from exc
-            raise MemoryFileError(f"memory file {self.path}: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise MemoryFileError(
-                f"memory file {self.path} is corrupt or unreadable ({exc}); restore it from "
-                "a backup or build a new memory"
-            ) from exc
 
     def _check_key(self) -> None:
         token = self.get_meta("key_check")
@@ -175,34 +74,7 @@ class MemoryStore:
                 else f"{self.path} is not encrypted; open it without a key"
             )
 
-    def _data_version(self) -> int:
-        with self._lock, self._translate():
-            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
-
-    def changed_elsewhere(self) -> bool:
-        """True once after another connection (another process) committed a change."""
-        version = self._data_version()
-        changed, self.data_version = version != self.data_version, version
-        return changed
-
     # -- transactions and meta ----------------------------------------------------------
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic write: everything inside commits together or not at all."""
-        with self._lock, self._translate():
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
-
-    def query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
-        """Run a read under the lock, with errors translated."""
-        with self._lock, self._translate():
-            return self.conn.execute(sql, tuple(params)).fetchall()
-
     def get_meta(self, key: str) -> str | None:
         rows = self.query("SELECT value FROM meta WHERE key=?", (key,))
         return rows[0][0] if rows else None
@@ -215,15 +87,15 @@ class MemoryStore:
     ) -> None:
         """Record the embedder on a new file; refuse a file built by another one."""
         version = self.get_meta("schema_version")
-        if version is not None and int(version) > SCHEMA_VERSION:
+        if version is not None and int(version) > schema.SCHEMA_VERSION:
             raise MemoryFileError(
                 f"{self.path} has schema version {version}; this epic-edge reads up to "
-                f"{SCHEMA_VERSION}: upgrade epic-edge"
+                f"{schema.SCHEMA_VERSION}: upgrade epic-edge"
             )
         stored = self.get_meta("embedder")
         if stored is None:
             with self.transaction() as conn:
-                self.set_meta(conn, "schema_version", SCHEMA_VERSION)
+                self.set_meta(conn, "schema_version", schema.SCHEMA_VERSION)
                 self.set_meta(conn, "embedder", fingerprint)
                 self.set_meta(conn, "dim", dim)
                 self.set_meta(conn, "tau", tau)
@@ -282,7 +154,7 @@ class MemoryStore:
         """The keys not yet judged under the current preference epoch."""
         if not keys:
             return set()
-        by_key = {ledger_key(k): k for k in keys}
+        by_key = {schema.ledger_key(k): k for k in keys}
         marks = ",".join("?" * len(by_key))
         done = self.query(f"SELECT key FROM judged WHERE epoch >= ? AND key IN ({marks})",
                           [epoch, *by_key])
@@ -309,14 +181,6 @@ class MemoryStore:
         if table not in {"preferences", "items", "entries", "judged"}:
             raise ValueError(table)
         return int(self.query(f"SELECT COUNT(*) FROM {table}")[0][0])
-
-    def close(self) -> None:
-        with self._lock:
-            try:
-                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.DatabaseError:
-                pass  # another process holds the WAL; it checkpoints on its own close
-            self.conn.close()
 
     # -- writes (call inside transaction()) ----------------------------------------------
     def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
@@ -394,37 +258,18 @@ class MemoryStore:
         seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM judged").fetchone()[0]
         conn.executemany(
             "INSERT OR REPLACE INTO judged(key, epoch, seq) VALUES (?, ?, ?)",
-            [(ledger_key(key), epoch, seq + n) for n, key in enumerate(judged, 1)],
+            [(schema.ledger_key(key), epoch, seq + n) for n, key in enumerate(judged, 1)],
         )
         conn.execute("DELETE FROM judged WHERE seq <= (SELECT MAX(seq) FROM judged) - ?",
                      (LEDGER_ROWS,))
         return new_ids
 
-    def vacuum(self) -> None:
-        """Return freed pages to the file system and truncate the WAL.
-
-        A full VACUUM rewrites the file: milliseconds for a memory of a few MB, and no freed
-        page (nor its old text) survives it.
-        """
-        with self._lock, self._translate():
-            if self.conn.execute("PRAGMA freelist_count").fetchone()[0]:
-                self.conn.execute("VACUUM")
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
     def footprint(self) -> dict[str, int]:
         """Bytes on disk by part; `overhead` is pages, indexes and free space."""
-        with self._lock, self._translate():
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            parts = {
-                part: int(self.conn.execute(f"SELECT COALESCE(SUM({expr}), 0) FROM {table}")
-                          .fetchone()[0])
-                for part, (table, expr) in _FOOTPRINT_SQL.items()
-            }
-        total = sum(p.stat().st_size for p in self._files())
+        total = self.file_bytes()
+        parts = {part: int(self.query(f"SELECT COALESCE(SUM({expr}), 0) FROM {table}")[0][0])
+                 for part, (table, expr) in schema.FOOTPRINT_SQL.items()}
         parts["overhead"] = max(total - sum(parts.values()), 0)
         parts["total"] = total
         return parts
 
-    def _files(self) -> list[Path]:
-        # the -shm file is a shared-memory index SQLite rebuilds; it is not memory content
-        return [p for p in (self.path, Path(f"{self.path}-wal")) if p.exists()]
