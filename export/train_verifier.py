@@ -9,7 +9,6 @@ import random
 import shutil
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,87 +16,31 @@ from typing import Any
 import numpy as np
 
 from epic_edge.calibrate import LabelledPair, best_f1_threshold, load_verification_set
-from epic_edge.errors import MissingExtraError
 
 from .onnx_embedder import find_minilm_weights, load_minilm_encoder
+from .verifier_nets import (
+    INPUT_NAMES,
+    MAX_LENGTH,
+    OUTPUT_NAME,
+    _embed,
+    _Siamese,
+    _torch,
+    build_cross_encoder,
+    encode_pairs,
+    export_onnx,
+    export_siamese_onnx,
+    load_tokenizer,
+    siamese_scores,
+    torch_scores,
+)
 
 MODEL_NAME = "epic-verifier-minilm"
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-OUTPUT_NAME = "keep_logit"
-MAX_LENGTH = 192
 DEFAULTS = {"epochs": 4, "lr": 4e-5, "batch_size": 16, "seed": 0, "max_length": MAX_LENGTH}
 # 1 epoch: the model every shipped bench figure (and linux-cpu's threshold 0.4) was measured with.
 # `--epochs 3 --cv-folds 3` scores better on the labelled set (grouped 3-fold CV on train: AUC
 # 0.875 / 0.891 / 0.900 after 1 / 2 / 3 epochs; test F1 0.787 vs 0.735) but its P(Keep) scale
 # differs: switching the default means re-tuning the threshold and re-running the benches.
 SIAMESE_DEFAULTS = {"epochs": 1, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingExtraError(f"training the verifier needs torch ({exc}); "
-                                "install it with: pip install 'epic-edge[export]'") from exc
-    return torch
-
-
-def build_cross_encoder(torch: Any, encoder: Any) -> Any:
-    """MiniLM over "[CLS] preference [SEP] passage [SEP]", mean-pooled, one Keep logit."""
-
-    class CrossEncoder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = encoder
-            self.head = torch.nn.Linear(encoder.config.hidden_size, 1)
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                                  token_type_ids=token_type_ids, return_dict=False)[0]
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-            return self.head(pooled).squeeze(-1)
-
-    return CrossEncoder()
-
-
-def load_tokenizer(path: Path, max_length: int = MAX_LENGTH) -> Any:
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(path))
-    tok.enable_truncation(max_length=max_length, strategy="only_second")
-    tok.no_padding()
-    return tok
-
-
-def encode_pairs(tokenizer: Any, prefs: Sequence[str], passages: Sequence[str]
-                 ) -> dict[str, np.ndarray]:
-    """Padded int64 arrays for (preference, passage) pairs; passages truncate first."""
-    encs = tokenizer.encode_batch(list(zip(prefs, passages)))
-    width = max(len(e.ids) for e in encs)
-    out = {n: np.zeros((len(encs), width), dtype=np.int64) for n in INPUT_NAMES}
-    for row, e in enumerate(encs):
-        n = len(e.ids)
-        out["input_ids"][row, :n] = e.ids
-        out["attention_mask"][row, :n] = e.attention_mask
-        out["token_type_ids"][row, :n] = e.type_ids
-    return out
-
-
-def torch_scores(model: Any, tokenizer: Any, pairs: Sequence[LabelledPair],
-                 batch_size: int = 32) -> np.ndarray:
-    """P(Keep) = sigmoid(logit) from the torch model, in the pairs' order."""
-    torch = _torch()
-    model.eval()
-    out = []
-    with torch.no_grad():
-        for s in range(0, len(pairs), batch_size):
-            chunk = pairs[s:s + batch_size]
-            feed = encode_pairs(tokenizer, [p.preference for p in chunk],
-                                [p.passage for p in chunk])
-            logits = model(**{k: torch.from_numpy(v) for k, v in feed.items()})
-            out.append(torch.sigmoid(logits).numpy())
-    return np.concatenate(out).astype(np.float64)
 
 
 def train(pairs: Sequence[LabelledPair], epochs: int = 4, lr: float = 4e-5,
@@ -141,42 +84,6 @@ def train(pairs: Sequence[LabelledPair], epochs: int = 4, lr: float = 4e-5,
     return model.eval(), tokenizer
 
 
-class _Siamese:
-    """Holds the fine-tuned encoder and the affine map cos -> Keep logit."""
-
-    def __init__(self, encoder: Any, scale: Any, bias: Any) -> None:
-        self.encoder, self.scale, self.bias = encoder, scale, bias
-
-
-def _embed(torch: Any, encoder: Any, tokenizer: Any, texts: Sequence[str]) -> Any:
-    encs = tokenizer.encode_batch(list(texts))
-    width = max(len(e.ids) for e in encs)
-    ids = torch.zeros(len(encs), width, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, e in enumerate(encs):
-        ids[row, : len(e.ids)] = torch.tensor(e.ids)
-        mask[row, : len(e.ids)] = 1
-    hidden = encoder(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids),
-                     return_dict=False)[0]
-    m = mask.unsqueeze(-1).to(hidden.dtype)
-    return torch.nn.functional.normalize((hidden * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=1)
-
-
-def siamese_scores(model: _Siamese, tokenizer: Any, pairs: Sequence[LabelledPair],
-                   batch_size: int = 32) -> np.ndarray:
-    """P(Keep) = sigmoid(scale * cos(E'(p), E'(x)) + bias) from the torch model."""
-    torch = _torch()
-    model.encoder.eval()
-    out = []
-    with torch.no_grad():
-        for s in range(0, len(pairs), batch_size):
-            c = pairs[s:s + batch_size]
-            cos = (_embed(torch, model.encoder, tokenizer, [p.preference for p in c])
-                   * _embed(torch, model.encoder, tokenizer, [p.passage for p in c])).sum(1)
-            out.append(torch.sigmoid(model.scale * cos + model.bias).numpy())
-    return np.concatenate(out).astype(np.float64)
-
-
 def train_siamese(pairs: Sequence[LabelledPair], epochs: int = 1, lr: float = 2e-5,
                   batch_size: int = 16, seed: int = 0, max_length: int = 160,
                   log: Any = print) -> tuple[_Siamese, Any]:
@@ -216,59 +123,6 @@ def train_siamese(pairs: Sequence[LabelledPair], epochs: int = 1, lr: float = 2e
         log(f"epoch {epoch + 1}/{epochs}: loss {total / len(pairs):.4f} "
             f"({time.perf_counter() - t0:.0f} s)")
     return _Siamese(encoder.eval(), scale.detach(), bias.detach()), tokenizer
-
-
-def export_siamese_onnx(model: _Siamese, out_dir: Path, *, quantize: bool = True,
-                        opset: int = 17) -> Path:
-    """The fine-tuned encoder as a pooled, normalised ONNX (same I/O as the embedder)."""
-    from .onnx_embedder import OUTPUT_NAME as EMB_OUT
-    from .onnx_embedder import _pooled_encoder
-
-    torch = _torch()
-    wrapper = _pooled_encoder(torch, model.encoder)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sample = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]])
-    mask = (sample != 0).to(torch.int64)
-    fp32 = out_dir / "model.fp32.onnx"
-    dynamic = {n: {0: "batch", 1: "sequence"} for n in INPUT_NAMES}
-    dynamic[EMB_OUT] = {0: "batch"}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, (sample, mask, torch.zeros_like(sample)), str(fp32),
-                          input_names=list(INPUT_NAMES), output_names=[EMB_OUT],
-                          dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True,
-                          dynamo=False)
-    return _finish(fp32, out_dir / "model.onnx", quantize)
-
-
-def _finish(fp32: Path, target: Path, quantize: bool) -> Path:
-    if quantize:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        quantize_dynamic(str(fp32), str(target), per_channel=True, weight_type=QuantType.QInt8)
-        fp32.unlink()
-    else:
-        os.replace(fp32, target)
-    return target
-
-
-def export_onnx(model: Any, out_dir: Path, *, quantize: bool = True, opset: int = 17) -> Path:
-    """Write out_dir/model.onnx (int8 dynamic, per channel, when `quantize`)."""
-    torch = _torch()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sample = torch.tensor([[101, 7592, 102, 2088, 102], [101, 7592, 102, 2088, 0]])
-    mask = (sample != 0).to(torch.int64)
-    types = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 1, 0]])
-    fp32 = out_dir / "model.fp32.onnx"
-    dynamic = {n: {0: "batch", 1: "sequence"} for n in INPUT_NAMES}
-    dynamic[OUTPUT_NAME] = {0: "batch"}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model.eval(), (sample, mask, types), str(fp32),
-                          input_names=list(INPUT_NAMES), output_names=[OUTPUT_NAME],
-                          dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True,
-                          dynamo=False)
-    return _finish(fp32, out_dir / "model.onnx", quantize)
 
 
 def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese",
