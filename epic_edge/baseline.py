@@ -9,16 +9,22 @@ from pathlib import Path
 import numpy as np
 
 from epic_edge.protocols import Embedder
-from epic_edge.store import to_blob
 from epic_edge.types import Item
+from epic_edge.vectors import check_format, encode
 
 
 class StoreEverything:
-    """Keeps every item, embedded as is; measured the same way as a Memory (bytes on disk)."""
+    """Keeps every item, embedded as is; measured the same way as a Memory (bytes on disk).
 
-    def __init__(self, path: str | Path, embedder: Embedder) -> None:
+    Vectors are stored as float32 (the paper's baseline) unless `vector_format` says
+    otherwise ("float16", "int8": the formats a Memory can use).
+    """
+
+    def __init__(self, path: str | Path, embedder: Embedder,
+                 vector_format: str = "float32") -> None:
         self.path = Path(path)
         self.embedder = embedder
+        self.vector_format = check_format(vector_format)
         self.conn = sqlite3.connect(str(self.path))
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(
@@ -35,7 +41,8 @@ class StoreEverything:
         with self.conn:
             self.conn.executemany(
                 "INSERT INTO items(text, source, embedding) VALUES (?, ?, ?)",
-                [(it.text, it.source, to_blob(v)) for it, v in zip(items, vectors)],
+                [(it.text, it.source, encode(v, self.vector_format))
+                 for it, v in zip(items, vectors)],
             )
         self._texts.extend(it.text for it in items)
         self._vectors = np.concatenate([self._vectors, np.asarray(vectors, np.float32)])

@@ -56,6 +56,11 @@ def test_quality_memories_are_real_files(quality_result):
     assert systems["epic"]["bytes_median"] == systems["coarse+fine"]["bytes_median"] > 0
     assert quality_result["per_persona"][0]["coarse_items"] <= 300
     assert "| coarse + fine + steering (EPIC) " in quality.render(quality_result)
+    # the same corpus with EPIC's int8 vectors (linux-cpu): smaller, so a fairer ratio
+    same = quality_result["store_everything_same_format"]
+    assert same["vector_format"] == "int8"
+    assert 0 < same["bytes"] < quality_result["store_everything_bytes"]
+    assert "with int8 vectors like EPIC's" in quality.render(quality_result)
 
 
 def test_quality_rejects_bad_persona_spec():
