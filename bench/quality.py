@@ -137,6 +137,7 @@ def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, 
     pref_texts, questions = common.persona_questions(persona)
     epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, verifier, tau,
                       pref_texts)
+    empty_bytes = epic.bytes()  # the file's floor: SQLite pages and the preferences
     ids = [p.id for p in epic.prefs]  # block index -> preference key (duplicates share one)
     pref_vectors = epic.memory.steering.vectors[[epic.memory.steering.preferences.index(p)
                                                  for p in epic.prefs]]
@@ -183,6 +184,7 @@ def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, 
     }
     result: dict[str, Any] = {"persona": p_index, "questions": len(questions),
                               "kept_items": epic.kept, "coarse_items": len(keep),
+                              "epic_empty_bytes": empty_bytes,
                               "llm_calls": epic.llm_calls, "ingest_stages_s": epic.stages,
                               "systems": {}}
     for name in SYSTEMS:
@@ -251,6 +253,7 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
     epic_pap = systems["epic"][f"pap@{k}"]
     best_other = max((s for s in SYSTEMS if s != "epic"), key=lambda s: systems[s][f"pap@{k}"])
     ratio = result["store_everything_bytes"] / max(systems["epic"]["bytes_median"], 1)
+    empty = [r["epic_empty_bytes"] for r in result["per_persona"] if "epic_empty_bytes" in r]
     per_persona_s = ((result["elapsed_s"] - result.get("setup_s", 0.0))
                      / max(len(result["personas"]), 1))
     return {
@@ -262,6 +265,7 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
         "epic_bytes_max": systems["epic"]["bytes_max"],
         "epic_under_1mb": systems["epic"]["bytes_max"] <= 1_000_000,
         "store_everything_over_epic": ratio,
+        "epic_empty_bytes_median": float(np.median(empty)) if empty else None,
         "same_format_over_epic": (result["store_everything_same_format"]["bytes"]
                                   / max(systems["epic"]["bytes_median"], 1)
                                   if result.get("store_everything_same_format") else None),
@@ -273,11 +277,15 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _same_format_text(result: dict[str, Any], s: dict[str, Any]) -> str:
-    same = result.get("store_everything_same_format")
-    if not same or same["vector_format"] == "float32":
-        return ""
-    return (f"; with {same['vector_format']} vectors like EPIC's, store-everything is "
-            f"{same['bytes'] / 1e6:.1f} MB = {s['same_format_over_epic']:.1f}x")
+    same, text = result.get("store_everything_same_format"), ""
+    if same and same["vector_format"] != "float32":
+        text += (f"; with {same['vector_format']} vectors like EPIC's, store-everything is "
+                 f"{same['bytes'] / 1e6:.1f} MB = {s['same_format_over_epic']:.1f}x")
+    if s.get("epic_empty_bytes_median"):
+        text += (f". An empty EPIC file with a persona's preferences (no entry yet) is "
+                 f"{s['epic_empty_bytes_median'] / 1e3:.0f} KB = store-everything / "
+                 f"{result['store_everything_bytes'] / s['epic_empty_bytes_median']:.0f}")
+    return text
 
 
 def _heldout_line(heldout: dict[str, float | None], k: int) -> str:

@@ -61,6 +61,9 @@ def test_quality_memories_are_real_files(quality_result):
     assert same["vector_format"] == "int8"
     assert 0 < same["bytes"] < quality_result["store_everything_bytes"]
     assert "with int8 vectors like EPIC's" in quality.render(quality_result)
+    empty = quality_result["per_persona"][0]["epic_empty_bytes"]
+    assert 0 < empty < systems["epic"]["bytes_median"]
+    assert "An empty EPIC file" in quality.render(quality_result)
 
 
 def test_quality_rejects_bad_persona_spec():
