@@ -6,6 +6,7 @@ import sqlite3
 
 SCHEMA_VERSION = 2  # 2: the judged-items ledger keys on 64 bits of the hash (was `seen`)
 
+# create() splits this on ";": keep semicolons out of the SQL comments
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS preferences (
