@@ -86,7 +86,7 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
         last_total, step = None, 0
         while True:
             store.vacuum()
-            total, entries = store.footprint()["total"], store.count("entries")
+            total, entries = store.file_bytes(), store.count("entries")
             if total <= budget.max_bytes or entries == 0:
                 break
             need = math.ceil((total - budget.max_bytes) / (total / entries))
