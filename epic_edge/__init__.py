@@ -1,7 +1,24 @@
 """epic-edge: on-device preference-aligned memory (EPIC) for personal AI agents."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from epic_edge.errors import EpicEdgeError
 from epic_edge.types import BatchStats, Hit, Item, Preference, Verdict
 
+if TYPE_CHECKING:
+    from epic_edge.memory import Memory
+
 __version__ = "0.1.0"
-__all__ = ["BatchStats", "EpicEdgeError", "Hit", "Item", "Preference", "Verdict", "__version__"]
+__all__ = ["BatchStats", "EpicEdgeError", "Hit", "Item", "Memory", "Preference", "Verdict",
+           "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """`Memory` is imported on first use, so `import epic_edge` stays light (PEP 562)."""
+    if name == "Memory":
+        from epic_edge.memory import Memory
+
+        return Memory
+    raise AttributeError(f"module 'epic_edge' has no attribute {name!r}")

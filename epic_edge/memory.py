@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge import registry
+from epic_edge import inspection, registry, transfer
 from epic_edge.context import format_context, regime_rules
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester
@@ -30,7 +30,7 @@ from epic_edge.protocols import Embedder, VectorIndex, Verifier
 from epic_edge.retrieval import Retrieval, lookup
 from epic_edge.stages import Steering
 from epic_edge.store import MemoryStore
-from epic_edge.types import BatchStats, Hit, Preference
+from epic_edge.types import BatchStats, Hit, Item, Preference
 from epic_edge.vectors import decode, encode
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 MAX_PREFERENCE_CHARS = 2_000
 MAX_QUESTION_CHARS = 8_000
 MAX_PREFERENCES = 1_000  # steering is O(preferences) per query; beyond this, split memories
+MAX_K = 1_000  # hits per lookup; the index allocates k slots per query
 
 
 def _clean_text(text: Any, what: str, limit: int) -> str:
@@ -49,6 +50,11 @@ def _clean_text(text: Any, what: str, limit: int) -> str:
     if len(text) > limit:
         raise InvalidInputError(f"{what} is {len(text)} characters; the limit is {limit}")
     return text
+
+
+def _one_or_many(values: Any, single: type | tuple[type, ...]) -> Any:
+    """A lone value where an iterable is expected is one value (a str is not its characters)."""
+    return [values] if isinstance(values, single) else values
 
 
 class Memory:
@@ -181,6 +187,7 @@ class Memory:
 
     def add_preferences(self, texts: Iterable[str]) -> list[Preference]:
         """Add preferences in one transaction: all of them or, on error, none."""
+        texts = _one_or_many(texts, str)
         cleaned = [_clean_text(t, "preference", MAX_PREFERENCE_CHARS) for t in texts]
         self._sync()
         known = {p.text: p for p in self.steering.preferences}
@@ -230,7 +237,11 @@ class Memory:
 
     # -- ingest -------------------------------------------------------------------------
     def ingest_batches(self, items: Iterable[Any], batch_size: int = 32) -> Iterator[BatchStats]:
-        """Ingest a stream of items, one transaction per batch; yields each batch's stats."""
+        """Ingest a stream of items, one transaction per batch; yields each batch's stats.
+
+        A lone str, bytes, Item or dict is one item.
+        """
+        items = _one_or_many(items, (str, bytes, bytearray, Item, dict))
         if batch_size < 1:
             raise InvalidInputError("batch_size must be at least 1")
         if not self.steering.preferences:
@@ -269,8 +280,8 @@ class Memory:
         """
         question = _clean_text(question, "question", MAX_QUESTION_CHARS)
         k = self.k if k is None else int(k)
-        if k < 1:
-            raise InvalidInputError("k must be at least 1")
+        if not 1 <= k <= MAX_K:
+            raise InvalidInputError(f"k must be between 1 and {MAX_K}, got {k}")
         self._sync()
         return lookup(self, question, k, steer=steer,
                       gate=self.gate if gate is None else gate,
@@ -307,6 +318,31 @@ class Memory:
                             gate=-1.0 if gate is None else gate,
                             min_score=-1.0 if floor is None else floor)
         return format_context(found.hits, rules.header)
+
+    # -- inspecting, editing, moving: epic_edge.inspection and epic_edge.transfer --------
+    def entries(
+        self, offset: int = 0, limit: int = 50, preference: int | str | None = None
+    ) -> list[inspection.Entry]:
+        """A page of stored entries (item, preference, instruction, confidence), oldest first."""
+        return inspection.list_entries(self, offset, limit, preference)
+
+    def forget(self, item: int | str) -> int:
+        """Delete one item (its number in `entries()`, or the id it was ingested with) and
+        its entries; returns entries removed."""
+        return inspection.forget_item(self, item)
+
+    def explain(self, text: str) -> inspection.Explanation:
+        """Why `text` would (not) be kept now: similarity per preference, tau, the verifier's
+        verdict with P(Keep) and threshold. Stores nothing."""
+        return inspection.explain(self, text)
+
+    def export_jsonl(self, path: str | Path) -> dict[str, int]:
+        """Write the whole memory (preferences, items, entries) to a JSONL file (owner-only)."""
+        return transfer.export_memory(self, path)
+
+    def import_jsonl(self, path: str | Path) -> dict[str, int]:
+        """Merge an `export_jsonl` file into this memory; re-embeds if the embedder differs."""
+        return transfer.import_memory(self, path)
 
     # -- reporting ----------------------------------------------------------------------
     def set_budget(

@@ -1,0 +1,162 @@
+"""Inspect, edit and move a memory: entries(), forget(), explain(), export / import JSONL."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from epic_edge.backends.numpy_index import NumpyIndex
+from epic_edge.errors import InvalidInputError
+from epic_edge.memory import Memory
+from fakes import BagOfWordsEmbedder, KeywordVerifier
+
+VEGAN = "I follow a vegan diet"
+HIKING = "I love hiking trails"
+ITEMS = [
+    {"text": "A vegan diet leaves out meat, dairy and eggs.", "id": "note-1", "source": "a"},
+    {"text": "Long hiking trails cross the Alps.", "id": "note-2", "source": "b"},
+    {"text": "Quarterly tax filings are due in April.", "id": "note-3", "source": "c"},
+]
+
+
+@pytest.fixture
+def filled(fake_memory):
+    fake_memory.add_preferences([VEGAN, HIKING])
+    fake_memory.ingest(ITEMS)
+    return fake_memory
+
+
+def open_fake(path, embedder=None):
+    embedder = embedder or BagOfWordsEmbedder()
+    return Memory.open(path, embedder=embedder, verifier=KeywordVerifier(),
+                       index=NumpyIndex(embedder.dim), tau=0.2)
+
+
+def test_package_exports_the_api():
+    from epic_edge import Item, Preference
+    from epic_edge import Memory as Top
+
+    assert Top is Memory and Item.__name__ == "Item" and Preference.__name__ == "Preference"
+
+
+def test_a_lone_string_is_one_item_and_one_preference(fake_memory):
+    prefs = fake_memory.add_preferences(VEGAN)
+    assert [p.text for p in prefs] == [VEGAN]
+    stats = fake_memory.ingest("A vegan diet leaves out meat.")
+    assert sum(s.seen for s in stats) == 1 and sum(s.kept for s in stats) == 1
+    stats = fake_memory.ingest({"text": "Vegan cheese is made of cashews.", "id": "x"})
+    assert sum(s.seen for s in stats) == 1
+
+
+def test_k_is_bounded(filled):
+    with pytest.raises(InvalidInputError, match="k must be between 1 and 1000"):
+        filled.retrieve("vegan dinner", k=10**9)
+    with pytest.raises(InvalidInputError, match="k must be between"):
+        filled.retrieve("vegan dinner", k=0)
+
+
+def test_entries_pages_and_filters(filled):
+    entries = filled.entries()
+    assert [e.external_id for e in entries] == ["note-1", "note-2"]
+    first = entries[0]
+    assert first.preference.text == VEGAN and "vegan" in first.instruction.lower()
+    assert first.source == "a" and 0 < first.confidence <= 1 and first.created_at > 0
+    assert [e.external_id for e in filled.entries(offset=1, limit=1)] == ["note-2"]
+    assert [e.external_id for e in filled.entries(preference=HIKING)] == ["note-2"]
+    assert filled.entries(offset=5) == []
+    with pytest.raises(InvalidInputError, match="limit"):
+        filled.entries(limit=0)
+    with pytest.raises(InvalidInputError, match="no preference"):
+        filled.entries(preference="I collect stamps")
+
+
+def test_forget_by_id_and_by_number_then_ingest_judges_again(filled):
+    number = filled.entries(preference=HIKING)[0].item_id
+    assert filled.forget("note-1") == 1
+    assert [e.external_id for e in filled.entries()] == ["note-2"]
+    assert filled.forget(number) == 1
+    assert filled.entries() == [] and filled.retrieve("vegan food") == []
+    assert filled.check().ok
+    with pytest.raises(InvalidInputError, match="no item 'note-1'"):
+        filled.forget("note-1")
+    with pytest.raises(InvalidInputError, match="int or a str"):
+        filled.forget(1.5)
+    stats = filled.ingest([ITEMS[0]])  # forgotten, so judged again and kept again
+    assert stats[0].duplicates == 0 and stats[0].kept == 1
+
+
+def test_forget_takes_the_chunks_of_a_long_item(fake_memory):
+    fake_memory.add_preferences([VEGAN])
+    fake_memory.consolidate_threshold = None  # the fake's instructions of chunks look alike
+    long_text = " ".join(f"Vegan meal {n} leaves out meat and dairy." for n in range(70))
+    fake_memory.ingest([{"text": long_text, "id": "doc"}])
+    chunks = fake_memory.entries()
+    assert len(chunks) > 1 and all(e.external_id.startswith("doc#") for e in chunks)
+    assert fake_memory.forget("doc") == len(chunks) and fake_memory.entries() == []
+
+
+def test_explain_each_stage(filled):
+    dropped = filled.explain("Quarterly tax filings are due in April.")
+    assert dropped.verdict is None and dropped.would_keep == []
+    assert "coarse filter" in dropped.why and all(not r["passes"] for r in dropped.similarities)
+    kept = filled.explain("A vegan diet leaves out meat, dairy and eggs.")
+    vegan_id = next(p.id for p in filled.preferences() if p.text == VEGAN)
+    assert kept.would_keep == [vegan_id] and kept.stored_under == [vegan_id]
+    assert kept.verdict["keep"] and kept.p_keep == 0.9
+    assert kept.similarities[0]["text"] == VEGAN and kept.similarities[0]["passes"]
+    filled.verifier.keywords[VEGAN] = ["tofu"]  # passes the filter, the verifier says no
+    refused = filled.explain("A vegan diet leaves out meat, dairy and eggs today.")
+    assert refused.candidates and refused.would_keep == [] and "verifier" in refused.why
+    assert json.dumps(refused.as_dict())
+    with pytest.raises(InvalidInputError, match="empty"):
+        filled.explain("   ")
+    assert len(filled.entries()) == 2  # explain stores nothing
+
+
+def test_export_import_round_trip_reuses_vectors(filled, tmp_path):
+    path = tmp_path / "me.jsonl"
+    counts = filled.export_jsonl(path)
+    assert counts == {"preferences": 2, "items": 2, "entries": 2}
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    header = json.loads(path.read_text().splitlines()[0])
+    assert header["format"] == "epic-edge-memory" and header["embedder"] == "bow:256"
+    with open_fake(tmp_path / "new.epic") as other:
+        result = other.import_jsonl(path)
+        assert result["entries"] == 2 and result["reembedded"] == 0
+        assert [e.as_dict() | {"entry_id": 0, "item_id": 0} for e in other.entries()] == \
+            [e.as_dict() | {"entry_id": 0, "item_id": 0} for e in filled.entries()]
+        assert other.retrieve("vegan food")[0].item_text == ITEMS[0]["text"]
+        assert other.check().ok
+        again = other.import_jsonl(path)  # importing twice adds nothing
+        assert again["preferences"] == 0 and len(other.entries()) == 2 and other.check().ok
+
+
+def test_import_reembeds_for_another_embedder(filled, tmp_path):
+    path = tmp_path / "me.jsonl"
+    filled.export_jsonl(path)
+    with open_fake(tmp_path / "new.epic", BagOfWordsEmbedder(dim=128, name="other")) as other:
+        result = other.import_jsonl(path)
+        assert result["reembedded"] == 2 and other.check().ok
+        assert other.retrieve("hiking trails")[0].item_text == ITEMS[1]["text"]
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"format": "something-else", "version": 1}'], "not an epic-edge memory export"),
+    (['{"format": "epic-edge-memory", "version": 1}', "{not json"], "line 2: not valid JSON"),
+    (['{"format": "epic-edge-memory", "version": 1}',
+      '{"kind": "entry", "item": 1, "preference": 1, "instruction": "x", "confidence": 1}'],
+     "item not listed"),
+    (['{"format": "epic-edge-memory", "version": 1}',
+      '{"kind": "preference", "id": "a", "text": "x"}'], "field 'id'"),
+])
+def test_a_bad_export_writes_nothing(fake_memory, tmp_path, lines, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InvalidInputError, match=message):
+        fake_memory.import_jsonl(path)
+    assert fake_memory.preferences() == [] and fake_memory.info()["items"] == 0
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        fake_memory.import_jsonl(tmp_path / "missing.jsonl")
