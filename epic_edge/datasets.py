@@ -14,6 +14,8 @@ from epic_edge.types import Item
 
 # Extensions (lower-case) read as JSON Lines; every other file is plain text, one item a line.
 JSONL_SUFFIXES: frozenset[str] = frozenset({".jsonl", ".json-lines", ".ndjson"})
+# A .json file is a JSON array of items when it starts with "[", else JSON Lines.
+JSON_SUFFIX = ".json"
 
 
 def _data_text(name: str) -> str:
@@ -102,15 +104,20 @@ def read_items(path: Path | str) -> Iterator[Item]:
 
     Format by extension: ``.jsonl`` / ``.json-lines`` / ``.ndjson`` (any case) are JSON Lines,
     each line an object with "text" and optional "source" and "id", or a bare JSON string;
-    anything else is plain text, one item per line (surrounding whitespace stripped). Blank
-    lines are skipped. An item without a "source" gets ``<file name>:<line number>``.
+    ``.json`` is a JSON array of such values when its first character is "[", else JSON
+    Lines; anything else is plain text, one item per line (surrounding whitespace stripped).
+    Blank lines are skipped. An item without a "source" gets ``<file name>:<line number>``.
 
     Bytes that are not valid UTF-8 are decoded with ``errors="replace"`` (U+FFFD) and one
     UnicodeWarning, at the end, says how many lines were affected and which came first; this
     never raises. A malformed JSON line raises InvalidInputError naming the file and line.
     """
     path = Path(path)
-    is_jsonl = path.suffix.lower() in JSONL_SUFFIXES
+    suffix = path.suffix.lower()
+    if suffix == JSON_SUFFIX and _starts_with(path, b"["):
+        yield from _json_array_items(path)
+        return
+    is_jsonl = suffix in JSONL_SUFFIXES or suffix == JSON_SUFFIX
     bad_lines: list[int] = []
     for lineno, line in _decoded_lines(path, bad_lines):
         if not line.strip():
@@ -124,3 +131,22 @@ def read_items(path: Path | str) -> Iterator[Item]:
         shown = ", ".join(str(n) for n in bad_lines[:5]) + (", ..." if len(bad_lines) > 5 else "")
         warnings.warn(f"{path}: {len(bad_lines)} line(s) were not valid UTF-8 (lines {shown}); "
                       "undecodable bytes were replaced with U+FFFD", UnicodeWarning, stacklevel=2)
+
+
+def _starts_with(path: Path, prefix: bytes) -> bool:
+    """Whether the file's first byte that is not whitespace (or a BOM) is `prefix`."""
+    with open(path, "rb") as f:
+        head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head.startswith(prefix)
+
+
+def _json_array_items(path: Path) -> Iterator[Item]:
+    """The items of a .json file holding one JSON array (objects with "text", or strings)."""
+    try:
+        values = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(f"{path}: not a valid JSON array ({exc})") from None
+    if not isinstance(values, list):
+        raise InvalidInputError(f"{path}: expected a JSON array of items")
+    for n, value in enumerate(values, start=1):
+        yield _jsonl_item(json.dumps(value), f"{path}, element {n}", f"{path.name}:{n}")

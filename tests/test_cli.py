@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -31,7 +33,10 @@ def cli(tmp_path, reference_models, capsys):
 
     def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()
-        code = main([*args, *common])
+        try:
+            code = main([*args, *common])
+        except SystemExit as exc:  # argparse's usage errors: status 2 and a usage line
+            code = exc.code
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -95,3 +100,116 @@ def test_demo_runs_on_a_slice_with_the_template_verifier(tmp_path, reference_mod
     assert "with steering (EPIC)" in out and "without steering" in out
     assert "store-everything file" in out and "Per-stage time" in out
     assert out.count("\nQ: ") == 2
+
+
+@pytest.fixture
+def filled_cli(cli, tmp_path):
+    """The CLI over a memory holding a vegan and a hiking note (a tax note is dropped)."""
+    cli("prefs", "add", "I follow a strict vegan diet", "I love hiking in mountains")
+    items = tmp_path / "items.json"  # JSON Lines under a .json name
+    items.write_text("\n".join(json.dumps({"text": t, "id": f"n{i}"}) for i, t in enumerate([
+        "Tofu and tempeh are plant proteins used in vegan cooking.",
+        "The Alps offer long hiking trails between mountain huts.",
+        "Quarterly corporate tax filings are due in April.",
+    ])))
+    code, out, _ = cli("ingest", str(items), "--json")
+    assert code == 0 and json.loads(out)["seen"] == 3
+    return cli
+
+
+def test_a_json_file_is_read_as_items_not_as_text(filled_cli, tmp_path):
+    listed = json.loads(filled_cli("ls", "--json")[1])
+    assert {e["external_id"] for e in listed["entries"]} == {"n0", "n1"}
+    assert listed["total"] == 2 and "Tofu" in listed["entries"][0]["item_text"]
+    array = tmp_path / "more.json"
+    array.write_text(json.dumps([{"text": "Vegan lentil stew with smoked paprika.", "id": "a"}]))
+    code, out, _ = filled_cli("ingest", str(array), "--json")
+    assert code == 0 and json.loads(out)["seen"] == 1
+
+
+def test_context_json_empty_context_and_no_gate(filled_cli):
+    code, out, _ = filled_cli("query", "What should I cook for dinner?", "--context", "--json")
+    block = json.loads(out)
+    assert code == 0 and block["used_memory"] and "Tofu" in block["context"]
+    code, _, err = filled_cli("query", "dinner?", "--context", "--no-gate")
+    assert code == 2 and "--regime" in err and "Traceback" not in err
+
+
+def test_an_empty_context_prints_nothing_on_stdout(cli):
+    cli("prefs", "add", "I follow a strict vegan diet")
+    code, out, err = cli("query", "What should I cook for dinner?", "--context")
+    assert code == 0 and out == "" and "no memory" in err
+    code, out, _ = cli("query", "What should I cook for dinner?", "--context", "--json")
+    assert json.loads(out) == {"question": "What should I cook for dinner?",
+                               "regime": "conservative", "used_memory": False, "context": ""}
+
+
+def test_k_is_bounded_with_a_one_line_error(filled_cli):
+    code, _, err = filled_cli("query", "dinner?", "-k", "1000000000")
+    assert code == 2 and "k must be between 1 and 1000" in err and "Traceback" not in err
+
+
+def test_budget_shows_without_flags_and_refuses_to_empty_the_memory(filled_cli):
+    code, out, _ = filled_cli("budget", "--max-entries", "5", "--json")
+    assert code == 0 and json.loads(out)["budget"]["max_entries"] == 5
+    code, out, _ = filled_cli("budget", "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["budget"]["max_entries"] == 5 and shown["evicted_now"] is None
+    code, _, err = filled_cli("budget", "--max-bytes", "10")
+    assert code == 2 and "evict all 2 entries" in err and "--yes" in err
+    assert json.loads(filled_cli("info", "--json")[1])["entries"] == 2
+    code, out, _ = filled_cli("budget", "--clear", "--json")
+    assert json.loads(out)["budget"]["max_entries"] is None
+    code, out, _ = filled_cli("budget", "--max-bytes", "10", "--yes")
+    assert code == 0 and "evicted 2 entries" in out
+
+
+def test_ls_forget_explain_backup_restore(filled_cli, tmp_path):
+    code, out, _ = filled_cli("explain", "Quarterly corporate tax filings are due in April.",
+                              "--json")
+    assert code == 0 and json.loads(out)["verdict"] is None
+    code, out, _ = filled_cli("explain", "Seitan is a vegan source of protein.")
+    assert code == 0 and "tau" in out and "why:" in out
+    backup = tmp_path / "backup.jsonl"
+    code, out, _ = filled_cli("backup", str(backup), "--json")
+    assert code == 0 and json.loads(out)["entries"] == 2
+    code, _, err = filled_cli("backup", str(backup))
+    assert code == 2 and "--force" in err
+    code, out, _ = filled_cli("forget", "n0", "--json")
+    assert code == 0 and json.loads(out)["removed_entries"] == 1
+    code, _, err = filled_cli("forget", "n0")
+    assert code == 2 and "no item 'n0'" in err and "Traceback" not in err
+    code, _, err = filled_cli("forget", "abc", "--number")
+    assert code == 2 and "number" in err
+    code, out, _ = filled_cli("restore", str(backup), "--json")
+    assert code == 0 and json.loads(out)["entries"] == 2
+    assert json.loads(filled_cli("ls", "--json")[1])["total"] == 2
+    code, out, _ = filled_cli("prefs", "ls", "--json")
+    assert code == 0 and len(json.loads(out)) == 2
+    code, out, _ = filled_cli("check", "--json")
+    assert code == 0 and json.loads(out)["ok"]
+
+
+def test_no_progress_bar_before_an_error(cli, tmp_path):
+    items = tmp_path / "items.txt"
+    items.write_text("one item\n")
+    code, out, err = cli("ingest", str(items))
+    assert code == 2 and err.strip().splitlines() == [
+        "epic-edge ingest: error: add at least one preference before ingesting items"]
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path, reference_models):
+    """`epic-edge prefs ls --json | head -c0`: the reader is gone before the first write."""
+    profile = tmp_path / "test-cpu.toml"
+    profile.write_text(PROFILE)
+    args = ["--memory", str(tmp_path / "m.epic"), "--profile", str(profile),
+            "--models", str(reference_models)]
+    run = [sys.executable, "-c", "import sys; from epic_edge.cli import main; sys.exit(main())"]
+    subprocess.run([*run, "prefs", "add", "I follow a strict vegan diet", *args], check=True,
+                   capture_output=True)
+    proc = subprocess.Popen([*run, "prefs", "ls", "--json", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # like `head` exiting before the command writes
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipe" not in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 from epic_edge.errors import EpicEdgeError
@@ -23,7 +24,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("epic_edge.cli.eval", "judged PrefEval-style evaluation against an endpoint"),
     "calibrate": ("epic_edge.cli.calibrate", "pick tau for an embedder from the labelled set"),
     "check": ("epic_edge.cli.check", "integrity check of a memory file"),
-    "budget": ("epic_edge.cli.budget", "cap a memory's entries or bytes (evicts by policy)"),
+    "budget": ("epic_edge.cli.budget", "show or set a memory's entry or byte cap (evicts)"),
+    "ls": ("epic_edge.cli.ls", "list the stored entries of a memory, a page at a time"),
+    "forget": ("epic_edge.cli.forget", "delete one item and its entries from a memory"),
+    "explain": ("epic_edge.cli.explain", "say why a text would (not) be kept, stage by stage"),
+    "backup": ("epic_edge.cli.backup", "export a whole memory to a JSONL file"),
+    "restore": ("epic_edge.cli.restore", "import a JSONL export into a memory (merges)"),
+    "serve": ("epic_edge.cli.serve", "serve a memory to agents over MCP (stdio)"),
 }
 
 
@@ -52,13 +59,27 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     module = importlib.import_module(COMMANDS[name][0])
     try:
-        return int(module.main(rest) or 0)
+        code = int(module.main(rest) or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, like `cat`
+        _stdout_to_devnull()
+        return 141
     except EpicEdgeError as exc:
         print(f"epic-edge {name}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"epic-edge {name}: interrupted; committed batches are kept", file=sys.stderr)
         return 130
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (tests capture it)
+        pass
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from epic_edge.cli.common import add_memory_options, open_memory, parser
+from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
 
 
 def main(argv: list[str]) -> int:
@@ -10,10 +10,14 @@ def main(argv: list[str]) -> int:
                         "embedding decodes with the embedder's dim and unit norm, that no item "
                         "is orphaned, and that the vector index matches the entries. Exit "
                         "status 1 when a problem is found.")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_memory_options(p)
     args = p.parse_args(argv)
     with open_memory(args) as memory:
         report = memory.check()
+    if args.json:
+        print_json({"ok": report.ok, "problems": report.problems, "counts": report.counts})
+        return 0 if report.ok else 1
     counts = ", ".join(f"{k} {v}" for k, v in report.counts.items())
     if report.ok:
         print(f"ok: {counts}")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from tqdm import tqdm
 
-from epic_edge.cli.common import add_memory_options, open_memory, parser
+from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
 from epic_edge.datasets import read_items
 from epic_edge.errors import InvalidInputError
 from epic_edge.types import BatchStats
@@ -18,19 +19,28 @@ def main(argv: list[str]) -> int:
     p.add_argument("file", type=Path, help="items file (.jsonl/.ndjson, or text)")
     p.add_argument("--batch-size", type=int, default=32, help="items per transaction (32)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the totals as JSON (no bar)")
     add_memory_options(p)
     args = p.parse_args(argv)
     if not args.file.is_file():
         raise InvalidInputError(f"{args.file} does not exist or is not a file")
     total = BatchStats()
-    with open_memory(args) as memory:
-        bar = tqdm(desc="ingest", unit="item", disable=args.quiet)
-        for stats in memory.ingest_batches(read_items(args.file), args.batch_size):
-            total.merge(stats)
-            bar.update(stats.seen)
-            bar.set_postfix(kept=total.kept, llm_calls=total.llm_calls)
-        bar.close()
-    print(format_totals(total))
+    bar = None
+    try:
+        with open_memory(args) as memory:
+            for stats in memory.ingest_batches(read_items(args.file), args.batch_size):
+                if bar is None:  # after the first batch: an early error prints no bar
+                    bar = tqdm(desc="ingest", unit="item", disable=args.quiet or args.json)
+                total.merge(stats)
+                bar.update(stats.seen)
+                bar.set_postfix(kept=total.kept, llm_calls=total.llm_calls)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print_json(asdict(total))
+    else:
+        print(format_totals(total))
     return 0
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from epic_edge.cli.common import add_memory_options, open_memory, parser
+from dataclasses import asdict
+
+from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
 
 
 def main(argv: list[str]) -> int:
@@ -15,16 +17,22 @@ def main(argv: list[str]) -> int:
     sub.add_parser("ls", help="list preferences with their ids")
     for sp in sub.choices.values():
         add_memory_options(sp)
+        sp.add_argument("--json", action="store_true", help="print as JSON")
     args = p.parse_args(argv)
     with open_memory(args) as memory:
-        if args.action == "add":
-            for pref in memory.add_preferences(args.texts):
-                print(f"{pref.id}\t{pref.text}")
-        elif args.action == "rm":
+        if args.action == "rm":
             key = int(args.preference) if args.preference.isdigit() else args.preference
             removed = memory.remove_preference(key)
-            print(f"removed preference {args.preference!r} and {removed} entries")
-        else:
-            for pref in memory.preferences():
-                print(f"{pref.id}\t{pref.text}")
+            if args.json:
+                print_json({"preference": key, "removed_entries": removed})
+            else:
+                print(f"removed preference {args.preference!r} and {removed} entries")
+            return 0
+        prefs = (memory.add_preferences(args.texts) if args.action == "add"
+                 else memory.preferences())
+    if args.json:
+        print_json([asdict(pref) for pref in prefs])
+        return 0
+    for pref in prefs:
+        print(f"{pref.id}\t{pref.text}")
     return 0

@@ -1,0 +1,27 @@
+"""`epic-edge restore FILE`: import a memory export (JSONL) into a memory, merging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
+
+
+def main(argv: list[str]) -> int:
+    p = parser("restore", "Import a file written by `epic-edge backup` into a memory (a new "
+                          "one, or merged into an existing one). The whole file is checked "
+                          "before anything is written. Vectors are reused when the embedder "
+                          "is the same; otherwise the instructions are embedded again.")
+    p.add_argument("file", type=Path, help="the JSONL export to read")
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
+    add_memory_options(p)
+    args = p.parse_args(argv)
+    with open_memory(args) as memory:
+        counts = memory.import_jsonl(args.file)
+    if args.json:
+        print_json(counts)
+    else:
+        print(f"imported {counts['preferences']} new preferences, {counts['items']} items, "
+              f"{counts['entries']} entries ({counts['reembedded']} re-embedded, "
+              f"{counts['evicted']} evicted by the budget)")
+    return 0
