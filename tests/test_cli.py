@@ -213,3 +213,18 @@ def test_a_closed_pipe_ends_quietly(tmp_path, reference_models):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_setup_and_export_silence_other_libraries():
+    """torch, torchao and ONNX Runtime's quantiser printed ~20 lines; epic-edge's stay."""
+    code = ("import logging, warnings\n"
+            "from epic_edge.cli.common import quiet_libraries\n"
+            "quiet_libraries()\n"
+            "logging.basicConfig()\n"
+            "logging.getLogger('torchao').warning('torchao noise')\n"
+            "logging.warning('quantiser noise')\n"
+            "warnings.warn('library warning')\n"
+            "logging.getLogger('epic_edge.export').warning('our own warning')\n")
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stderr
+    assert err.strip().splitlines() == ["WARNING:epic_edge.export:our own warning"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +82,18 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GB"
+
+
+def quiet_libraries() -> None:
+    """Silence other libraries' warnings, log lines and progress bars (torch, transformers,
+    ONNX Runtime's quantiser) for commands that load them; errors still show, and so do
+    epic-edge's own warnings."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("TORCH_LOGS", "-all")  # torch's own handler: errors only
+    warnings.filterwarnings("ignore")
+    logging.getLogger().setLevel(logging.ERROR)  # the quantiser logs through the root logger
+    logging.getLogger("epic_edge").setLevel(logging.WARNING)
+    for name in ("torch", "torchao", "transformers", "onnx", "onnxruntime", "coremltools"):
+        logging.getLogger(name).setLevel(logging.ERROR)

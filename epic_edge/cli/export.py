@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from epic_edge.cli.common import human_bytes, parser
+from epic_edge.cli.common import human_bytes, parser, quiet_libraries
 from epic_edge.profiles import list_profiles
 
 
@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--force", action="store_true", help="replace a bundle of another profile")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
     args = p.parse_args(argv)
+    quiet_libraries()
     if args.check:
         from epic_edge.export.bundle import load_bundle
 

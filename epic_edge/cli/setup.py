@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from epic_edge.cli.common import human_bytes, parser
+from epic_edge.cli.common import human_bytes, parser, quiet_libraries
 from epic_edge.models import model_dir
 
 
@@ -31,6 +31,7 @@ def main(argv: list[str]) -> int:
                    help="model folder (default: $EPIC_EDGE_MODELS or ~/.cache/epic-edge/models)")
     p.add_argument("--force", action="store_true", help="export again even if present")
     args = p.parse_args(argv)
+    quiet_libraries()
     models = args.models or model_dir()
     for role, path in install_reference_models(models, force=args.force).items():
         print(f"{role:>16}: {path} ({human_bytes(path.stat().st_size)})")
