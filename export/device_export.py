@@ -13,6 +13,7 @@ from typing import Any
 
 from epic_edge.errors import EpicEdgeError, ModelNotFoundError, ProfileError
 from epic_edge.export.bundle import MANIFEST, PROFILE_FILE, read_manifest, write_manifest
+from epic_edge.export.python_package import source_root, write_python_package
 from epic_edge.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
@@ -157,9 +158,11 @@ def export_bundle(profile: str | Path | Profile, out_dir: Path, *, int8: bool = 
                   progress: Callable[[str], None] | None = None) -> ExportResult:
     """Export the embedder, tokenizer and verifier LLM for `profile` into `out_dir`.
 
-    Writes profile.toml (the profile as shipped) and manifest.json (hashes, sizes, model facts,
-    library versions). Steps that need hardware or an SDK that is absent are recorded as
-    skipped with the reason (QNN without $QNN_SDK_ROOT), or fail when asked for (qnn=True).
+    Writes profile.toml (the profile as shipped), python/ (a wheel of epic-edge and a
+    requirements.txt pinned to the versions installed here) and manifest.json (hashes, sizes,
+    model facts, library versions). Steps that need hardware or an SDK that is absent are
+    recorded as skipped with the reason (QNN without $QNN_SDK_ROOT), or fail when asked for
+    (qnn=True).
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     if prof.path is None:
@@ -185,7 +188,10 @@ def export_bundle(profile: str | Path | Profile, out_dir: Path, *, int8: bool = 
 
     shutil.copyfile(prof.path, out_dir / PROFILE_FILE)
     facts = {"embedder": _export_embedder(out_dir, prof, int8, qnn, step),
-             "llm": _export_llm(out_dir, prof, step), "steps": steps,
-             "retrieval": dict(prof.retrieval)}
+             "llm": _export_llm(out_dir, prof, step),
+             "python": step("python wheel + requirements",
+                            write_python_package if source_root() else None, out_dir, prof,
+                            skipped="epic-edge is installed from a wheel, not run from source"),
+             "steps": steps, "retrieval": dict(prof.retrieval)}
     manifest = write_manifest(out_dir, prof, facts)
     return ExportResult(root=out_dir, manifest=manifest, steps=steps)

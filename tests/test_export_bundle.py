@@ -73,6 +73,25 @@ def test_manifest_describes_the_linux_cpu_bundle(cpu_bundle: Path) -> None:
     assert {"torch", "onnx", "onnxruntime", "transformers"} <= set(manifest["versions"])
 
 
+def test_bundle_carries_a_wheel_and_exact_requirements(cpu_bundle: Path, tmp_path: Path) -> None:
+    """A person can install the bundle's own epic-edge: no package index holds it."""
+    import importlib.metadata
+    import zipfile
+
+    python = json.loads((cpu_bundle / "manifest.json").read_text())["python"]
+    assert python["extra"] == "cpu"
+    wheel = cpu_bundle / python["wheel"]
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"epic_edge/memory.py", "epic_edge/backends/onnx_embedder.py",
+            "epic_edge/devices/linux-cpu.toml", "epic_edge/data/sample_persona.json"} <= set(names)
+    lines = [line for line in (cpu_bundle / python["requirements"]).read_text().splitlines()
+             if line and not line.startswith("#")]
+    assert f"numpy=={importlib.metadata.version('numpy')}" in lines
+    assert f"onnxruntime=={importlib.metadata.version('onnxruntime')}" in lines
+    assert any(line.startswith("llama-cpp-python==") for line in lines)
+    assert not any("torch" in line or "extra" in line for line in lines)
+
+
 def test_int8_embedder_agrees(cpu_bundle: Path) -> None:
     int8 = json.loads((cpu_bundle / "manifest.json").read_text())["embedder"]["int8"]
     assert int8["per_channel"] and int8["min_cosine"] >= 0.98, int8
@@ -188,4 +207,7 @@ def test_jetson_bundle(weights: Path, tmp_path: Path) -> None:
     assert "int8" not in bundle.manifest["embedder"]
     assert {"all-minilm-l6-v2/model.onnx", "smollm2-135m-instruct-q4_1.gguf"} <= set(
         bundle.manifest["files"])
-    assert [s["step"] for s in result.steps] == ["embedder onnx fp32", "llm gguf"]
+    assert [s["step"] for s in result.steps] == ["embedder onnx fp32", "llm gguf",
+                                                 "python wheel + requirements"]
+    requirements = (result.root / "python" / "requirements.txt").read_text()
+    assert "onnxruntime-gpu" in requirements and "faiss-cpu==" in requirements
