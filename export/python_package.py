@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import platform
 import re
 import shutil
 import subprocess
@@ -95,8 +96,10 @@ def write_python_package(out_dir: Path, profile: Profile) -> dict[str, str]:
         old.unlink()
     wheel = build_wheel(folder)
     extra = extra_for(profile)
-    header = [f"# epic-edge runtime for the {profile.name} profile (extra [{extra}]): versions "
-              "installed on the exporting machine.",
+    header = [f"# epic-edge runtime for the {profile.name} profile (extra [{extra}]): the "
+              f"versions installed where it was exported (Python {platform.python_version()}, "
+              f"{platform.system()} {platform.machine()}).",
+              "# Another Python version or platform may need other versions: see the device page.",
               f"# pip install -r {REQUIREMENTS} {wheel.name}"]
     (folder / REQUIREMENTS).write_text("\n".join(header + pinned_requirements(extra)) + "\n",
                                        encoding="utf-8")
