@@ -228,3 +228,21 @@ def test_setup_and_export_silence_other_libraries():
     err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stderr
     assert err.strip().splitlines() == ["WARNING:epic_edge.export:our own warning"]
+
+
+def test_an_encrypted_memory_through_the_key_file(cli, tmp_path, monkeypatch):
+    pytest.importorskip("cryptography")
+    key = tmp_path / "memory.key"
+    key.write_text(bytes(range(32)).hex() + "\n")
+    code, out, _ = cli("prefs", "add", "I follow a strict vegan diet", "--key-file", str(key))
+    assert code == 0 and "vegan" in out
+    code, _, err = cli("prefs", "ls")
+    assert code == 2 and "encrypted" in err and "Traceback" not in err
+    monkeypatch.setenv("EPIC_EDGE_KEY_FILE", str(key))
+    code, out, _ = cli("prefs", "ls", "--json")
+    assert code == 0 and json.loads(out)[0]["text"] == "I follow a strict vegan diet"
+    key.write_bytes(b"short")
+    code, _, err = cli("prefs", "ls")
+    assert code == 2 and "32-byte key" in err
+    code, _, err = cli("prefs", "ls", "--key-file", str(tmp_path / "missing.key"))
+    assert code == 2 and "cannot read the key file" in err

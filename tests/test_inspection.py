@@ -160,3 +160,20 @@ def test_a_bad_export_writes_nothing(fake_memory, tmp_path, lines, message):
     assert fake_memory.preferences() == [] and fake_memory.info()["items"] == 0
     with pytest.raises(InvalidInputError, match="does not exist"):
         fake_memory.import_jsonl(tmp_path / "missing.jsonl")
+
+
+def test_an_encrypted_memory_exports_with_its_key_only(tmp_path):
+    pytest.importorskip("cryptography")
+    from epic_edge.crypto import Sealer
+    from epic_edge.errors import MemoryFileError
+
+    key = Sealer.new_key()
+    embedder = BagOfWordsEmbedder()
+    with Memory.open(tmp_path / "secret.epic", embedder=embedder, verifier=KeywordVerifier(),
+                     index=NumpyIndex(embedder.dim), tau=0.2, key=key) as memory:
+        memory.add_preferences([VEGAN])
+        memory.ingest([ITEMS[0]])
+        memory.export_jsonl(tmp_path / "secret.jsonl")
+    assert ITEMS[0]["text"] in (tmp_path / "secret.jsonl").read_text()
+    with pytest.raises(MemoryFileError, match="encrypted"):
+        open_fake(tmp_path / "secret.epic")
