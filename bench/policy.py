@@ -21,6 +21,49 @@ from epic_edge.protocols import Embedder
 from epic_edge.registry import create
 
 THRESHOLDS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
+NO_PREFERENCE = "no_preference.jsonl"  # in bench/judged/: questions that bear on no preference
+
+
+def no_preference_questions() -> list[str]:
+    """The memory-use policy set: questions that bear on no preference (bench/judged/)."""
+    from epic_edge.bench.relevance import data_dir
+
+    path = data_dir() / NO_PREFERENCE
+    return [json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,
+             item_vectors: np.ndarray) -> np.ndarray:
+    """Per question: (closest preference cosine, best kept item cosine), the two signals a
+    memory-use decision can read; -1 where the memory holds no item."""
+    pref = (question_vectors @ pref_vectors.T).max(axis=1)
+    item = ((question_vectors @ item_vectors.T).max(axis=1) if len(item_vectors)
+            else np.full(len(question_vectors), -1.0))
+    return np.stack([pref, item], axis=1).astype(np.float64)
+
+
+def choose_gate(own: np.ndarray, none: np.ndarray, max_own_withheld: float = 0.05,
+                grid: np.ndarray | None = None) -> dict[str, float]:
+    """Memory is used when the closest preference >= gate OR the best kept item >= item_gate.
+
+    Picks, on the given evidence rows, the pair that withholds memory from at most
+    `max_own_withheld` of the personas' own questions and from the most questions that bear
+    on no preference."""
+    grid = np.round(np.arange(0.10, 0.65, 0.01), 2) if grid is None else grid
+    best: dict[str, float] = {}
+    for gate in grid:
+        for item_gate in grid:
+            used_own = (own[:, 0] >= gate) | (own[:, 1] >= item_gate)
+            used_none = (none[:, 0] >= gate) | (none[:, 1] >= item_gate)
+            withheld = 1.0 - float(used_own.mean())
+            if withheld > max_own_withheld:
+                continue
+            refused = 1.0 - float(used_none.mean())
+            if not best or refused > best["no_memory_none"]:
+                best = {"gate": float(gate), "item_gate": float(item_gate),
+                        "no_memory_own": withheld, "no_memory_none": refused}
+    return best
 
 
 def gate_rates(embedder: Embedder, thresholds=THRESHOLDS) -> dict[str, Any]:
