@@ -89,6 +89,41 @@ def gate_rates(embedder: Embedder, thresholds=THRESHOLDS) -> dict[str, Any]:
     }
 
 
+def rates(rows: np.ndarray, gate: float | None, item_gate: float | None) -> float:
+    """Share of evidence rows that get no memory under (gate, item_gate); None = test off."""
+    if gate is None:
+        return 0.0
+    used = rows[:, 0] >= gate
+    if item_gate is not None:
+        used |= rows[:, 1] >= item_gate
+    return 1.0 - float(used.mean()) if len(rows) else float("nan")
+
+
+def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
+              split_of=lambda p: "dev" if p % 2 == 0 else "test") -> dict[str, Any]:
+    """The memory-use gate chosen on dev personas' evidence, and no-memory rates per split
+    (personas' own questions; questions that bear on no preference) for it and for the
+    profile's current setting."""
+    rows: dict[str, dict[str, list]] = {"dev": {"own": [], "none": []},
+                                        "test": {"own": [], "none": []}}
+    for persona in per_persona:
+        evidence = persona.get("policy_evidence")
+        if evidence:
+            for kind in ("own", "none"):
+                rows[split_of(persona["persona"])][kind] += evidence[kind]
+    arrays = {split: {kind: np.asarray(v, dtype=np.float64).reshape(-1, 2)
+                      for kind, v in parts.items()} for split, parts in rows.items()}
+    if not len(arrays["dev"]["own"]):
+        return {}
+    chosen = choose_gate(arrays["dev"]["own"], arrays["dev"]["none"])
+    settings = {"chosen on dev": (chosen.get("gate"), chosen.get("item_gate")),
+                "profile": (retrieval.get("gate"), retrieval.get("item_gate"))}
+    return {"chosen_on_dev": chosen, "rates": {
+        name: {split: {kind: rates(a, *setting) for kind, a in arrays[split].items()
+                       if len(a)} for split in arrays}
+        for name, setting in settings.items()}}
+
+
 def compression(models: Path, formats=("float32", "float16", "int8")) -> dict[str, Any]:
     """Build the sample persona's memory (template verifier) once per vector format and
     compare top-5 entries with float32 over all of the persona's PrefWiki questions."""

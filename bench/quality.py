@@ -95,6 +95,7 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         "elapsed_s": time.perf_counter() - started, "machine": common.machine(),
         "peak_rss_mb": common.peak_rss_mb(),
     }
+    result["policy"] = policy.calibrate(per_persona, dict(prof.retrieval))
     result["summary"] = summary(result)
     return result
 

@@ -111,4 +111,19 @@ def render(result: dict[str, Any]) -> str:
         f"{np.mean([p['routing_accuracy'] for p in result['per_persona']]):.3f}; elapsed "
         f"{result['elapsed_s']:.0f} s",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + _policy_lines(result.get("policy") or {}))
+
+
+def _policy_lines(pol: dict[str, Any]) -> list[str]:
+    """The memory-use gate: no-memory rates for the personas' own questions and the
+    no-preference set, on dev and test, chosen on dev and as the profile sets it."""
+    if not pol:
+        return []
+    chosen = pol["chosen_on_dev"]
+    lines = [f"- memory-use gate chosen on dev evidence: gate {chosen['gate']:.2f} (closest "
+             f"preference) or item_gate {chosen['item_gate']:.2f} (best kept item)"]
+    for name, by_split in pol["rates"].items():
+        cells = [f"{split}: {r['own']:.1%} of own questions, {r['none']:.1%} of no-preference "
+                 f"questions" for split, r in by_split.items() if r]
+        lines.append(f"  - no memory with the {name} setting: " + "; ".join(cells))
+    return lines

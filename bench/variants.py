@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.stages import normalize_rows
+from epic_edge.stages import Steering, normalize_rows
+from epic_edge.types import Preference
 
 VARIANTS = ("item+steer", "item+hedge", "sum+steer", "item")
 HEDGE_TEMPERATURE = 0.05
@@ -24,11 +25,9 @@ HEDGE_TEMPERATURE = 0.05
 
 def hedge_vector(q: np.ndarray, pref_vectors: np.ndarray,
                  temperature: float = HEDGE_TEMPERATURE) -> np.ndarray:
-    """q~ = normalise(q + sum_p w_p E(p)), w = softmax(E(q)·E(p) / T): close calls share."""
-    sims = pref_vectors @ q
-    w = np.exp((sims - sims.max()) / temperature)
-    w /= w.sum()
-    return normalize_rows(q + w @ pref_vectors)
+    """The core's hedged steering (Steering with hedge=T) over bare preference vectors."""
+    prefs = [Preference(n, "") for n in range(len(pref_vectors))]
+    return Steering(prefs, pref_vectors, hedge=temperature).steer(q)[0]
 
 
 class KeptEntries:

@@ -69,6 +69,7 @@ class Memory:
         gate: float | None = None,
         item_gate: float | None = None,
         min_score: float | None = None,
+        hedge: float | None = None,
         consolidate_threshold: float | None = 0.95,
     ) -> None:
         self.store = store
@@ -81,6 +82,7 @@ class Memory:
         # entry (raw question, no steering) is below `item_gate`; None switches a test off
         self.gate = gate
         self.item_gate = item_gate
+        self.hedge = hedge  # steering temperature (see Steering); None: argmax preference
         self.min_score = min_score  # hits scoring below this are dropped
         # a new instruction this close to a stored one of the same preference is merged
         self.consolidate_threshold = consolidate_threshold
@@ -149,7 +151,7 @@ class Memory:
             return cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
                        verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
                        gate=calibrated.get("gate"), item_gate=calibrated.get("item_gate"),
-                       min_score=calibrated.get("min_score"))
+                       min_score=calibrated.get("min_score"), hedge=calibrated.get("hedge"))
         except BaseException:
             store.close()
             raise
@@ -180,7 +182,7 @@ class Memory:
     # -- preferences --------------------------------------------------------------------
     def _reload_preferences(self) -> None:
         prefs, vectors = self.store.preferences(self.embedder.dim)
-        self.steering = Steering(prefs, vectors)
+        self.steering = Steering(prefs, vectors, self.hedge)
 
     def preferences(self) -> list[Preference]:
         return list(self.steering.preferences)
