@@ -21,6 +21,7 @@ from epic_edge.bench.variants import VARIANTS, KeptEntries, texts_only
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.datasets import load_prefeval, load_prefwiki
 from epic_edge.errors import InvalidInputError
+from epic_edge.retrieval import best_raw_score
 
 SELF_GRADED = ("pap", "hit")  # figures where EPIC's own filing decides: self-consistency only
 
@@ -67,12 +68,12 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     verifier_obj = common.make_verifier(prof, model_dir, verifier, instructions)
     _warm_passages(verifier_obj, items, corpus, progress)
     wiki = load_prefwiki()
-    per_persona, retrieved, passages = [], {}, {}
+    per_persona, retrieved, passages, evidence = [], {}, {}, {}
     try:
         for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
             t0 = time.perf_counter()
             row = _persona(wiki[p_index], p_index, qs, root, prof, cached, verifier_obj, items,
-                           vectors, everything, tau, k, variants, retrieved, passages)
+                           vectors, everything, tau, k, variants, retrieved, passages, evidence)
             row["seconds"] = time.perf_counter() - t0
             per_persona.append(row)
             log(f"  persona {p_index} ({n}/{len(by_persona)}): {row['seconds']:.1f} s, "
@@ -81,6 +82,7 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         everything.close()
         root_tmp.cleanup()
     labels = relevance.primary_labels(relevance.load_judgments(judged_root))
+    config = {"gate": prof.retrieval.get("gate"), "item_gate": prof.retrieval.get("item_gate")}
     result = {
         "bench": "quality", "split": split, "corpus": corpus, "chunks": len(items),
         "personas": sorted(by_persona), "questions": len(questions), "verifier": verifier,
@@ -88,25 +90,55 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         "profile": prof.name, "embedder": embedder.fingerprint,
         "verifier_config": {key: v for key, v in (prof.verifier or {}).items()
                             if key in ("threshold", "max_preferences_per_item", "model")},
-        "retrieval_config": dict(prof.retrieval), "corpus_embed_seconds": embed_s,
+        "retrieval_config": config, "corpus_embed_seconds": embed_s,
         "store_everything_bytes": everything_bytes, "store_everything_same_format": same_format,
-        "systems": judged_systems(questions, retrieved, per_persona, labels, k),
-        "per_persona": per_persona, "retrieved": retrieved, "passages": passages,
+        "systems": {}, "per_persona": per_persona, "retrieved": retrieved,
+        "passages": passages, "epic_evidence": evidence,
         "elapsed_s": time.perf_counter() - started, "machine": common.machine(),
         "peak_rss_mb": common.peak_rss_mb(),
     }
     result["policy"] = policy.calibrate(per_persona, dict(prof.retrieval))
+    return rescore(result, labels, judged_root=judged_root)
+
+
+def retrieval_config(memory: Any) -> dict[str, float | None]:
+    return {"gate": memory.gate, "item_gate": memory.item_gate}
+
+
+def gate_allows(evidence: list[float], config: dict[str, Any]) -> bool:
+    """The memory-use decision of epic_edge.retrieval.lookup, from recorded evidence
+    (closest preference similarity, best entry score for the raw question)."""
+    gate, item_gate = config.get("gate"), config.get("item_gate")
+    if gate is None or evidence[0] >= gate:
+        return True
+    return item_gate is not None and evidence[1] >= item_gate
+
+
+def rescore(result: dict[str, Any], labels: dict, config: dict[str, Any] | None = None,
+            judged_root: Path | None = None) -> dict[str, Any]:
+    """Judged figures of a run again, with today's judgments and a memory-use setting
+    (default: the run's): what a new judging round or a re-calibrated gate changes."""
+    questions = [q for q in relevance.load_questions("all", judged_root)
+                 if q.qid in result["retrieved"]]
+    config = dict(result["retrieval_config"] if config is None else config)
+    withheld = {qid for qid, ev in result["epic_evidence"].items()
+                if not gate_allows(ev, config)}
+    result["retrieval_config"] = config
+    result["systems"] = judged_systems(questions, result["retrieved"], result["per_persona"],
+                                       labels, result["k"], withheld)
     result["summary"] = summary(result)
     return result
 
 
 def judged_systems(questions: list[relevance.Question], retrieved: dict, per_persona: list,
-                   labels: dict, k: int) -> dict[str, dict[str, Any]]:
-    """Per system: judged means (all, dev, test), bytes, ms, and the self-graded figures."""
+                   labels: dict, k: int, withheld: set[str]) -> dict[str, dict[str, Any]]:
+    """Per system: judged means (all, dev, test), bytes, ms, and the self-graded figures.
+    EPIC, as shipped, returns nothing for the questions its memory-use gate `withheld`."""
     names = list(retrieved[questions[0].qid]) if questions else []
     out: dict[str, dict[str, Any]] = {}
     for name in names:
-        rows = {q.qid: score_list(q.qid, retrieved[q.qid][name], labels, k) for q in questions}
+        rows = {q.qid: score_list(q.qid, [] if name == "epic" and q.qid in withheld
+                                  else retrieved[q.qid][name], labels, k) for q in questions}
         cell: dict[str, Any] = judged_aggregate(list(rows.values()))
         for split in ("dev", "test"):
             part = [rows[q.qid] for q in questions if q.split == split]
@@ -119,8 +151,8 @@ def judged_systems(questions: list[relevance.Question], retrieved: dict, per_per
         for key in SELF_GRADED:
             values = [v for c in cells for v in c.get(key, [])]
             cell[f"{key}@{k}_self_graded"] = float(np.mean(values)) if values else None
-        no_memory = [v for c in cells for v in c.get("no_memory", [])]
-        cell["no_memory_share"] = float(np.mean(no_memory)) if no_memory else None
+        cell["no_memory_share"] = (len(withheld & set(rows)) / len(rows)
+                                   if name == "epic" else None)
         out[name] = cell
     return out
 
@@ -159,7 +191,7 @@ def _timed(fn, *args):  # type: ignore[no-untyped-def]
 def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any,
              embedder: Any, verifier: Any, items: list, vectors: np.ndarray,
              everything: RawItems, tau: float, k: int, variants: bool,
-             retrieved: dict, passages: dict) -> dict[str, Any]:
+             retrieved: dict, passages: dict, evidence: dict) -> dict[str, Any]:
     pref_texts, _ = common.persona_questions(persona)
     epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, verifier, tau, pref_texts)
     ids = [p.id for p in epic.prefs]  # block index -> preference key (duplicates share one)
@@ -188,9 +220,11 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
         found_raw, ms3 = _timed(partial(epic.memory.lookup, steer=False, gate=-1.0,
                                         min_score=-1.0), q.question, k)
         found, ms4 = _timed(epic.memory.lookup, q.question, k)
+        ungated = epic.memory.lookup(q.question, k, gate=-1.0)  # same ranking, gate off
         ranked["coarse+fine"] = [h.item_text for h in found_raw.hits]
-        ranked["epic"] = [h.item_text for h in found.hits]
-        cells["epic"]["no_memory"].append(float(not found.used_memory))
+        ranked["epic"] = [h.item_text for h in ungated.hits]
+        evidence[q.qid] = [ungated.similarity, best_raw_score(epic.memory, qv)]
+        assert found.used_memory == gate_allows(evidence[q.qid], retrieval_config(epic.memory))
         for name, ms in zip(SYSTEMS, (ms0, ms1, ms2, ms3, ms4)):
             cells[name]["ms"].append(ms)
         for name, raw in (("store-everything", None), ("store-everything+steer", pref_vectors),
@@ -216,7 +250,8 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
                 passages[relevance.passage_id(t)] = {
                     "pid": relevance.passage_id(t), "text": t,
                     "item_id": it.id if it else "", "source": it.source if it else ""}
-    policy_rows = _policy_evidence(p_index, embedder, pref_vectors, kept) if kept else None
+    policy_rows = _policy_evidence(p_index, embedder, pref_vectors,
+                                   epic.memory.store.entry_vectors(embedder.dim)[1])
     sizes = {"store-everything": everything.bytes(), "coarse": coarse.bytes(),
              "epic": epic.bytes()}
     result: dict[str, Any] = {"persona": p_index, "questions": len(questions),
@@ -237,16 +272,16 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
 
 
 def _policy_evidence(p_index: int, embedder: Any, pref_vectors: np.ndarray,
-                     kept: KeptEntries) -> dict[str, list]:
+                     entry_vectors: np.ndarray) -> dict[str, list]:
     """Memory-use evidence for all of the persona's own questions (PrefWiki and PrefEval) and
-    for every question of the no-preference set, against this persona's memory."""
+    for every question of the no-preference set, against this persona's memory's entries."""
     own = [q["question"] for data in (load_prefwiki(), load_prefeval())
            for b in data[p_index]["preference_blocks"] for q in b["queries"]]
     none = policy.no_preference_questions()
     rows = {}
     for name, texts in (("own", own), ("none", none)):
         rows[name] = policy.evidence(embedder.embed(texts), pref_vectors,
-                                     kept.item_vectors).round(4).tolist()
+                                     entry_vectors).round(4).tolist()
     return rows
 
 

@@ -10,10 +10,9 @@ from epic_edge.bench import common
 from epic_edge.bench.systems import LABELS
 
 VARIANT_LABELS = {
-    "epic:item+steer": "EPIC kept items, item vectors, steered",
-    "epic:item+hedge": "EPIC kept items, item vectors, hedged steering",
-    "epic:sum+steer": "EPIC kept items, item + instruction vectors, steered",
-    "epic:item": "EPIC kept items, item vectors, raw question",
+    "epic:instruction+steer": "EPIC indexed by instructions (the paper's design), steered",
+    "epic:item+hedge": "EPIC, item vectors, hedged steering",
+    "epic:sum+steer": "EPIC, item + instruction vectors, steered",
 }
 
 

@@ -55,7 +55,7 @@ def lookup(
         query = q
     lap("steer")
     if gate is not None and similarity < gate:
-        evidence = _best_raw_score(memory, q) if item_gate is not None else None
+        evidence = best_raw_score(memory, q) if item_gate is not None else None
         if evidence is None or evidence < item_gate:
             found = "" if evidence is None else (f" and its best entry at {evidence:.3f} < "
                                                  f"{item_gate:.3f}")
@@ -83,8 +83,8 @@ def lookup(
                      f"closest preference at similarity {similarity:.3f}", timings)
 
 
-def _best_raw_score(memory: Memory, q: np.ndarray) -> float:
-    """The best entry's score for the unsteered question vector."""
+def best_raw_score(memory: Memory, q: np.ndarray) -> float:
+    """The best entry's score for the unsteered question vector (-1 for an empty memory)."""
     with memory._lock:
         scores, ids = memory.index.search(np.asarray(q, np.float32).reshape(1, -1), 1)
     return float(scores[0][0]) if len(ids[0]) and ids[0][0] >= 0 else -1.0

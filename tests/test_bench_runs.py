@@ -61,7 +61,7 @@ def test_quality_json_has_every_system_and_judged_metric(quality_result):
         assert 0.0 <= row["both"] <= min(row["aligned"], row["answers"]) <= 1.0
         assert row["dev"] and row["test"]  # persona 0 is dev, persona 1 test
     assert r["systems"]["epic"]["pap@5_self_graded"] is not None
-    assert r["systems"]["epic:item+steer"]["pap@5_self_graded"] is None
+    assert r["systems"]["epic:item+hedge"]["pap@5_self_graded"] is None
     assert set(r["summary"]["targets_met"]) >= {"aligned >= SE + 0.15", "unjudged < 5%"}
     evidence = r["per_persona"][0]["policy_evidence"]
     assert len(evidence["own"]) == 60 and len(evidence["none"]) >= 200
@@ -79,6 +79,21 @@ def test_quality_memories_are_real_files(quality_result):
     same = quality_result["store_everything_same_format"]
     assert same["vector_format"] == "int8"
     assert 0 < same["bytes"] < quality_result["store_everything_bytes"]
+
+
+def test_rescore_applies_a_memory_use_setting_to_epic_only(quality_result):
+    import copy
+
+    labels = {(q, p): (1, 1) for q, systems in quality_result["retrieved"].items()
+              for pids in systems.values() for p in pids}
+    closed = quality.rescore(copy.deepcopy(quality_result), labels,
+                             {"gate": 2.0, "item_gate": 2.0})
+    assert closed["systems"]["epic"]["no_memory_share"] == 1.0
+    assert closed["systems"]["epic"]["aligned"] == 0.0
+    assert closed["systems"]["coarse+fine"]["aligned"] > 0  # ungated systems keep their hits
+    opened = quality.rescore(copy.deepcopy(quality_result), labels, {"gate": None})
+    assert opened["systems"]["epic"]["no_memory_share"] == 0.0
+    assert opened["systems"]["epic"]["aligned"] > 0
 
 
 def test_quality_rejects_bad_persona_spec():
