@@ -78,6 +78,10 @@ class EpicMemory:
     def __init__(self, path: Path, profile: Any, embedder: Any, verifier: Any, tau: float,
                  preferences: Sequence[str]) -> None:
         self.memory = Memory.open(path, profile, embedder=embedder, verifier=verifier, tau=tau)
+        # the bench's embedder is the profile's behind a cache: the profile's calibrated policy
+        retrieval = getattr(profile, "retrieval", {}) or {}
+        self.memory.gate, self.memory.min_score = retrieval.get("gate"), retrieval.get("min_score")
+        self.memory.item_gate = retrieval.get("item_gate")
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

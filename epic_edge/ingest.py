@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from epic_edge.items import expand
-from epic_edge.stages import Candidate, coarse_filter, fine_verify
+from epic_edge.stages import Candidate, coarse_filter, fine_verify, normalize_rows
 from epic_edge.store import NewEntry
 from epic_edge.types import BatchStats, Item, Verdict
 
@@ -67,13 +67,9 @@ class BatchIngester:
                 for pid in verdict.preference_ids:
                     pending.append((key, pid, verdict.instructions[pid], verdict.confidence))
         with self._timed(stats, "embed_instructions"):
-            inst_vectors = (
-                mem.embedder.embed([p[2] for p in pending])
-                if pending
-                else np.empty((0, mem.embedder.dim), np.float32)
-            )
+            entry_vectors = self._entry_vectors(pending, dict(zip(keys, vectors)))
         entries = [NewEntry(k, pid, inst, vec, conf)
-                   for (k, pid, inst, conf), vec in zip(pending, inst_vectors)]
+                   for (k, pid, inst, conf), vec in zip(pending, entry_vectors)]
         with self._timed(stats, "consolidate"):
             entries, refresh = self._consolidate(entries)
             stats.consolidated = len(pending) - len(entries)
@@ -90,6 +86,20 @@ class BatchIngester:
         stats.entries_added = len(ids)
         stats.replaced = len(replaced)
         return stats
+
+    def _entry_vectors(self, pending: list[tuple[bytes, int, str, float]],
+                       item_vectors: dict[bytes, np.ndarray]) -> np.ndarray:
+        """What each new entry is indexed by: its item's vector (already embedded), its
+        instruction's, or normalise(item + instruction), as the file was created with."""
+        mem = self.memory
+        if not pending:
+            return np.empty((0, mem.embedder.dim), np.float32)
+        kind = mem.store.entry_vector
+        items = np.stack([item_vectors[p[0]] for p in pending]).astype(np.float32)
+        if kind == "item":
+            return items
+        instructions = np.asarray(mem.embedder.embed([p[2] for p in pending]), np.float32)
+        return instructions if kind == "instruction" else normalize_rows(items + instructions)
 
     def _changed_items(self, fresh: dict[bytes, Item]) -> list[int]:
         """Rows of stored items whose id comes again with new content: replaced, not kept twice."""

@@ -15,7 +15,13 @@ from epic_edge.crypto import Sealer
 from epic_edge.errors import EmbedderMismatchError, MemoryFileError
 from epic_edge.sqlite_file import SQLiteFile
 from epic_edge.types import Preference
-from epic_edge.vectors import check_format, decode, encode
+from epic_edge.vectors import (
+    LEGACY_ENTRY_VECTOR,
+    check_entry_vector,
+    check_format,
+    decode,
+    encode,
+)
 
 # The judged-items ledger stays bounded so a long stream does not grow the file.
 LEDGER_ROWS = 2048
@@ -83,7 +89,8 @@ class MemoryStore(SQLiteFile):
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
 
     def bind_embedder(
-        self, fingerprint: str, dim: int, tau: float, vector_format: str = "float32"
+        self, fingerprint: str, dim: int, tau: float, vector_format: str = "float32",
+        entry_vector: str = LEGACY_ENTRY_VECTOR,
     ) -> None:
         """Record the embedder on a new file; refuse a file built by another one."""
         version = self.get_meta("schema_version")
@@ -100,6 +107,7 @@ class MemoryStore(SQLiteFile):
                 self.set_meta(conn, "dim", dim)
                 self.set_meta(conn, "tau", tau)
                 self.set_meta(conn, "vector_format", check_format(vector_format))
+                self.set_meta(conn, "entry_vector", check_entry_vector(entry_vector))
                 self.set_meta(conn, "epoch", 0)
                 self.set_meta(conn, "created_at", time.time())
             self._vector_format = None
@@ -116,6 +124,11 @@ class MemoryStore(SQLiteFile):
         if self._vector_format is None:
             self._vector_format = self.get_meta("vector_format") or "float32"
         return self._vector_format
+
+    @property
+    def entry_vector(self) -> str:
+        """What entries are indexed by (fixed at creation): item, instruction or both."""
+        return self.get_meta("entry_vector") or LEGACY_ENTRY_VECTOR
 
     @property
     def epoch(self) -> int:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from epic_edge.errors import InvalidInputError
+from epic_edge.ingest import BatchIngester
 from epic_edge.maintenance import Budget, enforce_budget
 from epic_edge.stages import normalize_rows
 from epic_edge.store import NewEntry
@@ -50,7 +51,8 @@ def export_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     o = store.sealer.open
     path = Path(path)
     header = {"format": FORMAT, "version": VERSION, "embedder": memory.embedder.fingerprint,
-              "dim": dim, "tau": memory.tau, "exported_at": time.time()}
+              "dim": dim, "entry_vector": store.entry_vector, "tau": memory.tau,
+              "exported_at": time.time()}
     prefs = store.query("SELECT id, text, created_at FROM preferences WHERE active=1 ORDER BY id")
     items = store.query("SELECT id, text, source, external_id, created_at FROM items ORDER BY id")
     entries = store.query("SELECT item_id, preference_id, instruction, confidence, created_at, "
@@ -151,8 +153,9 @@ def import_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     written; then the new preferences are added (one transaction) and the items and entries
     (a second one).
 
-    Entry vectors are reused when the export's embedder is this memory's, else the
-    instructions are embedded again. Returns counts added or updated.
+    Entry vectors are reused when the export's embedder and entry_vector are this memory's;
+    otherwise each entry is embedded again as ingest would (by its item, its instruction or
+    both). Returns counts added or updated.
     """
     data = read_export(path)
     memory._sync()
@@ -164,21 +167,24 @@ def import_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     dim = memory.embedder.dim
     reuse = (data.header.get("embedder") == memory.embedder.fingerprint
              and data.header.get("dim") == dim
+             and data.header.get("entry_vector") == memory.store.entry_vector
              and all(isinstance(e.get("vector"), str) for e in data.entries))
-    if reuse:
-        vectors = normalize_rows(np.array(
-            [_vector_from(e["vector"], dim, e["where"]) for e in data.entries], np.float32
-        ).reshape(-1, dim))
-    elif data.entries:
-        vectors = memory.embedder.embed([e["instruction"] for e in data.entries])
-    else:
-        vectors = np.empty((0, dim), np.float32)
     sealer = memory.store.sealer
     keys = {old: sealer.content_hash(item["text"]) for old, item in data.items.items()}
     linked = {e["item"] for e in data.entries}
     items = {keys[old]: (" ".join(item["text"].split()), str(item.get("source") or ""),
                          str(item.get("external_id") or "")) for old, item in data.items.items()
              if old in linked}
+    if reuse:
+        vectors = normalize_rows(np.array(
+            [_vector_from(e["vector"], dim, e["where"]) for e in data.entries], np.float32
+        ).reshape(-1, dim))
+    else:  # embed again by the rule ingest follows for this memory's entry_vector
+        item_keys = list(items)
+        item_vectors = dict(zip(item_keys, memory.embedder.embed([items[k][0] for k in item_keys])
+                                if item_keys else []))
+        pending = [(keys[e["item"]], 0, e["instruction"], 0.0) for e in data.entries]
+        vectors = BatchIngester(memory)._entry_vectors(pending, item_vectors)
     pairs = {(keys[e["item"]], pref_ids[e["preference"]]): (e, v)  # the last of a pair wins
              for e, v in zip(data.entries, vectors)}
     records = [e for e, _ in pairs.values()]

@@ -29,10 +29,10 @@ def filled(fake_memory):
     return fake_memory
 
 
-def open_fake(path, embedder=None):
+def open_fake(path, embedder=None, **options):
     embedder = embedder or BagOfWordsEmbedder()
     return Memory.open(path, embedder=embedder, verifier=KeywordVerifier(),
-                       index=NumpyIndex(embedder.dim), tau=0.2)
+                       index=NumpyIndex(embedder.dim), tau=0.2, **options)
 
 
 def test_package_exports_the_api():
@@ -141,6 +141,20 @@ def test_import_reembeds_for_another_embedder(filled, tmp_path):
         result = other.import_jsonl(path)
         assert result["reembedded"] == 2 and other.check().ok
         assert other.retrieve("hiking trails")[0].item_text == ITEMS[1]["text"]
+
+
+def test_import_follows_the_target_memorys_entry_vector(filled, tmp_path):
+    path = tmp_path / "me.jsonl"
+    filled.export_jsonl(path)
+    other_kind = "instruction" if filled.store.entry_vector == "item" else "item"
+    with open_fake(tmp_path / "other.epic", entry_vector=other_kind) as other:
+        assert other.import_jsonl(path)["reembedded"] == 2 and other.check().ok
+        hit = other.retrieve("hiking trails", steer=False)[0]
+        indexed_text = hit.item_text if other_kind == "item" else hit.instruction
+        assert hit.item_text == ITEMS[1]["text"]
+        assert hit.score == pytest.approx(float(other.embedder.embed([indexed_text])[0]
+                                                @ other.embedder.embed(["hiking trails"])[0]),
+                                          abs=0.01)  # int8 vectors
 
 
 @pytest.mark.parametrize("lines, message", [

@@ -1,5 +1,5 @@
 """`epic-edge serve --mcp` end to end with the MCP SDK's own client over stdio, on a real
-memory (ONNX MiniLM int8, FAISS, template verifier)."""
+memory: linux-cpu's embedder, index and memory-use gate, with the template verifier."""
 
 from __future__ import annotations
 
@@ -26,10 +26,12 @@ tau = 0.15
 backend = "template"
 [index]
 backend = "faiss"
+entry_vector = "item"
 vectors = "int8"
 [retrieval]
 k = 5
 gate = 0.20
+item_gate = 0.25
 """
 TOOLS = {"add_preference", "remove_preference", "list_preferences", "remember", "recall",
          "forget", "stats"}
