@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 
 import pytest
+from fault_harness import closed_port, run_verification_faults
 
 from epic_edge import registry
 from epic_edge.backends.http_verifier import LlamaServerVerifier
@@ -38,12 +38,6 @@ def _texts(memory: Memory) -> list[str]:
                   for r in memory.store.query("SELECT text FROM items"))
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Raising:
     """A verifier with a bug: every call raises, naming the item."""
 
@@ -56,7 +50,7 @@ class Raising:
 @pytest.mark.parametrize("fault", ["raises", "closed-port"])
 def test_items_the_verifier_failed_on_are_judged_by_the_next_ingest(tmp_path, caplog, fault):
     broken = Raising() if fault == "raises" else LlamaServerVerifier(
-        f"http://127.0.0.1:{_closed_port()}", retries=0, chat_template="{{ messages }}")
+        f"http://127.0.0.1:{closed_port()}", retries=0, chat_template="{{ messages }}")
     caplog.set_level(logging.DEBUG)
     with _open(tmp_path / "m.epic", broken) as memory:
         memory.add_preference(PREF)
@@ -106,6 +100,12 @@ def test_a_verifier_that_cannot_be_built_is_a_clear_error_and_judges_nothing(
         assert memory.store.count("judged") == 0
     with _open(path) as memory:
         assert memory.ingest(ITEMS)[0].kept == 5
+
+
+def test_every_kind_of_verification_fault_loses_nothing(tmp_path):
+    stats = run_verification_faults(tmp_path)
+    assert stats.runs == 5 and all(stats.per_fault.values())
+    assert stats.recorded_as_judged == 0 and stats.lost == 0
 
 
 # -- 2. an edited item replaces its old version, it is not deleted --------------------------------
