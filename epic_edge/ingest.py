@@ -183,9 +183,10 @@ class BatchIngester:
 
         A verifier that cannot be built (missing model or extra, bad profile) raises: every
         item would fail the same way, and nothing of the batch is written."""
+        verifier = self.memory.verifier  # one that cannot be built raises here
         try:
-            return fine_verify(self.memory.verifier, text, cands)
-        except SETUP_ERRORS:
+            return fine_verify(verifier, text, cands)
+        except SETUP_ERRORS:  # e.g. the LLM a learned verifier loads for its first kept item
             raise
         except Exception as exc:  # a server down or a verifier bug must not lose the item
             log.warning("the verifier failed on an item (%s); it is not recorded as judged",
