@@ -80,12 +80,12 @@ once it works, and compares the memory with a control that never saw the fault
 A failed item is counted in `BatchStats.failed`, is not recorded as judged, and the next
 ingest judges it; a verifier that cannot be built stops the ingest with its message.
 
-| fault | runs | items whose verification failed |
+| fault | runs | items not judged (failed, or not tried after 3 failures in a row) |
 |---|---|---|
 {rows}
 
-Runs {stats.runs}, failed verifications (cases) {stats.failed_items}, failed items recorded
-as judged **{stats.recorded_as_judged}**, items lost after the fault was fixed
+Runs {stats.runs}; items not judged because of a fault (cases) {stats.failed_items}; of
+them recorded as judged **{stats.recorded_as_judged}**; items lost once the fault was fixed
 **{stats.lost}**.
 """, notes
 
@@ -162,8 +162,8 @@ def main() -> int:
     text = f"""# Reliability report
 
 Regenerate with `.venv/bin/python scripts/reliability_report.py` (this run: --kills {args.kills}
---fuzz-rounds {args.fuzz_rounds} --concurrency {args.concurrency} --fault-rounds
-{args.fault_rounds} --edit-runs {args.edit_runs}; {time.time() - start:.0f} s).
+--fuzz-rounds {args.fuzz_rounds} --concurrency {args.concurrency}
+--fault-rounds {args.fault_rounds} --edit-runs {args.edit_runs}; {time.time() - start:.0f} s).
 Machine: {where}. Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.
 
 | what | figure |
