@@ -16,7 +16,7 @@ from epic_edge.bench import common, corpora, metrics, policy, relevance
 from epic_edge.bench.judged_metrics import aggregate as judged_aggregate
 from epic_edge.bench.judged_metrics import score_list
 from epic_edge.bench.quality_summary import render, summary, verifier_note
-from epic_edge.bench.systems import SYSTEMS, EpicMemory, RawItems, steer_vector
+from epic_edge.bench.systems import SYSTEMS, Borrowed, EpicMemory, RawItems, steer_vector
 from epic_edge.bench.variants import VARIANTS, KeptEntries, texts_only
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.datasets import load_prefeval, load_prefwiki
@@ -81,6 +81,8 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     finally:
         everything.close()
         root_tmp.cleanup()
+        if hasattr(verifier_obj, "close"):
+            verifier_obj.close()
     labels = relevance.primary_labels(relevance.load_judgments(judged_root))
     config = {"gate": prof.retrieval.get("gate"), "item_gate": prof.retrieval.get("item_gate")}
     result = {
@@ -193,7 +195,8 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
              everything: RawItems, tau: float, k: int, variants: bool,
              retrieved: dict, passages: dict, evidence: dict) -> dict[str, Any]:
     pref_texts, _ = common.persona_questions(persona)
-    epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, verifier, tau, pref_texts)
+    epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, Borrowed(verifier), tau,
+                      pref_texts)
     ids = [p.id for p in epic.prefs]  # block index -> preference key (duplicates share one)
     steering = epic.memory.steering
     pref_vectors = steering.vectors[[steering.preferences.index(p) for p in epic.prefs]]

@@ -72,6 +72,16 @@ class RawItems:
         self.store.close()
 
 
+class Borrowed:
+    """A verifier lent to one memory after another: closing a memory leaves it open."""
+
+    def __init__(self, verifier: Any) -> None:
+        self.inner = verifier
+
+    def verify(self, item: str, candidates: Sequence[Any]) -> Any:
+        return self.inner.verify(item, candidates)
+
+
 class EpicMemory:
     """A real epic_edge Memory (C+F when queried raw, EPIC when steered)."""
 

@@ -15,8 +15,9 @@ import numpy as np
 
 from epic_edge import inspection, registry, transfer
 from epic_edge.context import format_context, regime_rules
-from epic_edge.errors import InvalidInputError
+from epic_edge.errors import InvalidInputError, MemoryFileError
 from epic_edge.ingest import BatchIngester
+from epic_edge.items import without_surrogates
 from epic_edge.maintenance import (
     DEFAULT_HALF_LIFE_DAYS,
     Budget,
@@ -44,7 +45,7 @@ MAX_K = 1_000  # hits per lookup; the index allocates k slots per query
 def _clean_text(text: Any, what: str, limit: int) -> str:
     if not isinstance(text, str):
         raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
-    text = " ".join(text.split())
+    text = " ".join(without_surrogates(text, f"a {what}").split())
     if not text:
         raise InvalidInputError(f"{what} is empty")
     if len(text) > limit:
@@ -145,7 +146,7 @@ class Memory:
             stored_tau = store.get_meta("tau")
             if tau is None:
                 tau = float(stored_tau) if stored_tau is not None else prof.tau
-            idx = index or registry.create(
+            idx = index if index is not None else registry.create(
                 "index", prof.index or {"backend": "numpy"}, models, dim=emb.dim
             )
             verifier_config = prof.verifier or {"backend": "template"}
@@ -210,9 +211,10 @@ class Memory:
             vectors = self.embedder.embed(new)
             with self._lock:
                 with self.store.transaction() as conn:
+                    stored = self.store.preference_ids_by_text(conn)  # another writer's too
                     for text, vector in zip(new, vectors):
-                        known[text] = Preference(
-                            self.store.insert_preference(conn, text, vector), text)
+                        pid = stored.get(text) or self.store.insert_preference(conn, text, vector)
+                        known[text] = Preference(pid, text)
                 self._reload_preferences()
         return [known[t] for t in cleaned]
 
@@ -225,7 +227,12 @@ class Memory:
                 entry_ids = self.store.delete_preference(conn, target.id)
             self._forget(entry_ids)
             self._reload_preferences()
-            self.store.vacuum()  # no copy of the removed text stays in the file or its WAL
+            try:
+                self.store.vacuum()  # no copy of the removed text stays in the file or its WAL
+            except MemoryFileError as exc:  # the removal is committed: report, do not fail
+                log.warning("preference removed; compacting the file failed (%s). Its freed "
+                            "pages were overwritten with zeros and will be reused; the next "
+                            "removal or budget run compacts it", exc.__cause__ or exc)
         return len(entry_ids)
 
     def _index_add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -382,6 +389,7 @@ class Memory:
 
     def check(self) -> CheckReport:
         """Integrity of the file, and that the vector index matches its entries."""
+        self._sync()  # another writer's commits are not a mismatch
         with self._lock:
             report = check(self.store)
             if len(self.index) != report.counts.get("entries", len(self.index)):

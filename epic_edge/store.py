@@ -190,12 +190,28 @@ class MemoryStore(SQLiteFile):
         )
         return {int(r[0]) for r in rows}
 
+    def entries_of_items(self, item_ids: Iterable[int]) -> set[int]:
+        """Ids of the entries of these items."""
+        ids = list(item_ids)
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        return {int(r[0]) for r in
+                self.query(f"SELECT id FROM entries WHERE item_id IN ({marks})", ids)}
+
     def count(self, table: str) -> int:
         if table not in {"preferences", "items", "entries", "judged"}:
             raise ValueError(table)
         return int(self.query(f"SELECT COUNT(*) FROM {table}")[0][0])
 
-    # -- writes (call inside transaction()) ----------------------------------------------
+    # -- inside transaction(): reads that see what other writers committed, then writes ------
+    def preference_ids(self, conn: sqlite3.Connection) -> set[int]:
+        return {int(r[0]) for r in conn.execute("SELECT id FROM preferences")}
+
+    def preference_ids_by_text(self, conn: sqlite3.Connection) -> dict[str, int]:
+        rows = conn.execute("SELECT id, text FROM preferences").fetchall()
+        return {self.sealer.open(text): int(pid) for pid, text in rows}
+
     def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
         cur = conn.execute(
             "INSERT INTO preferences(text, embedding, created_at) VALUES (?, ?, ?)",
@@ -217,11 +233,14 @@ class MemoryStore(SQLiteFile):
         return entry_ids
 
     def delete_items(self, conn: sqlite3.Connection, item_ids: list[int]) -> list[int]:
-        """Delete items and their entries; return the entry ids removed."""
+        """Delete items and their entries; return the entry ids removed. The items leave the
+        judged-items ledger too, so an old version that comes back is judged again."""
         entry_ids: list[int] = []
         for item_id in item_ids:
             entry_ids += [int(r[0]) for r in
                           conn.execute("SELECT id FROM entries WHERE item_id=?", (item_id,))]
+            for (key,) in conn.execute("SELECT content_hash FROM items WHERE id=?", (item_id,)):
+                conn.execute("DELETE FROM judged WHERE key=?", (schema.ledger_key(bytes(key)),))
             conn.execute("DELETE FROM entries WHERE item_id=?", (item_id,))
             conn.execute("DELETE FROM items WHERE id=?", (item_id,))
         return entry_ids

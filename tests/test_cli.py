@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 
 import pytest
+from fault_harness import closed_port
 
 from epic_edge.cli import main
 
@@ -246,3 +249,41 @@ def test_an_encrypted_memory_through_the_key_file(cli, tmp_path, monkeypatch):
     assert code == 2 and "32-byte key" in err
     code, _, err = cli("prefs", "ls", "--key-file", str(tmp_path / "missing.key"))
     assert code == 2 and "cannot read the key file" in err
+
+
+def test_ingest_exits_1_when_the_verifier_fails_and_a_rerun_judges_the_items(
+        cli, tmp_path, reference_models, capsys):
+    assert cli("prefs", "add", "I follow a strict vegan diet")[0] == 0
+    items = tmp_path / "items.txt"
+    items.write_text("Tofu and tempeh are plant proteins used in vegan cooking.\n"
+                     "Vegan cooks replace eggs with flax seeds and aquafaba.\n")
+    broken = tmp_path / "broken.toml"
+    broken.write_text(PROFILE.replace('backend = "template"', 'backend = "llama-server"\n'
+                                      f'url = "http://127.0.0.1:{closed_port()}"\nretries = 0\n'
+                                      'chat_template = "{{ messages }}"'))
+    capsys.readouterr()
+    code = main(["ingest", str(items), "--quiet", "--memory", str(tmp_path / "m.epic"),
+                 "--profile", str(broken), "--models", str(reference_models)])
+    out, err = capsys.readouterr()
+    failed = int(re.search(r"failed (\d+)", out)[1])
+    assert code == 1 and failed >= 1 and "run the same ingest again" in err
+    assert "Tofu" not in err and "flax" not in err
+    code, out, _ = cli("ingest", str(items), "--quiet")
+    assert code == 0 and "duplicates 0" in out and f"verified {failed}," in out
+
+
+def test_non_utf8_arguments_and_lone_surrogates_are_not_tracebacks(
+        cli, tmp_path, reference_models, capsys):
+    code, out, _ = cli("prefs", "add", os.fsdecode(b"I cook vegan \xff tofu"))
+    assert code == 0 and "vegan \ufffd tofu" in out
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"text": "Vegan tofu \\ud800 curry with rice.", "id": "n\\udfff"}\n')
+    assert cli("ingest", str(items), "--quiet")[0] == 0
+    code, out, err = cli("query", os.fsdecode(b"what \xfe vegan dish?"), "--no-gate")
+    assert code == 0 and "Traceback" not in err
+    odd = tmp_path / os.fsdecode(b"odd\xff.epic")
+    profile = str(tmp_path / "test-cpu.toml")
+    capsys.readouterr()
+    assert main(["info", "--memory", str(odd), "--profile", profile,
+                 "--models", str(reference_models)]) == 0
+    assert "odd\\udcff.epic" in capsys.readouterr().out

@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
     _quality_options(pool)
     pool.add_argument("--out", type=Path, default=Path("judging"),
                       help="folder for the reader batches (default ./judging)")
-    add_profile_options(pool)
+    _common(pool)
     judged = sub.add_parser("judgments", help="add a reader's judgments; print agreement")
     judged.add_argument("file", type=Path, nargs="?", help="JSONL of {qid, pid, answers, "
                                                            "aligned} from one reader")
@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
     add_profile_options(rep)
     args = p.parse_args(argv)
 
-    from epic_edge.bench import latency, pooling, quality, report, stream
+    from epic_edge.bench import common, latency, pooling, quality, report, stream
 
     if args.bench == "judgments":
         return _judgments(args)
@@ -95,6 +95,7 @@ def main(argv: list[str]) -> int:
                              profile=args.profile, models=args.models, tau=args.tau,
                              variants=not args.no_variants)
         done = pooling.pool(result, args.out)
+        common.write_json(result, args.json)
         print(f"{done['rows']} unjudged (question, passage) rows over {done['questions']} "
               f"questions in {len(done['batches'])} batches under {args.out}/")
         return 0
