@@ -60,8 +60,9 @@ def test_manifest_describes_the_linux_cpu_bundle(cpu_bundle: Path) -> None:
     manifest = json.loads((cpu_bundle / "manifest.json").read_text())
     assert manifest["profile"] == "linux-cpu" and manifest["format"] == "epic-edge-bundle"
     files = manifest["files"]
+    # linux-cpu: the learned decision model; instructions from the template, so no GGUF
     for rel in ("all-minilm-l6-v2/model.onnx", "all-minilm-l6-v2/model.int8.onnx",
-                "all-minilm-l6-v2/tokenizer.json", "smollm2-135m-instruct-q4_1.gguf",
+                "all-minilm-l6-v2/tokenizer.json", "epic-verifier-minilm/model.onnx",
                 "profile.toml"):
         assert rel in files, rel
         assert files[rel]["bytes"] == (cpu_bundle / rel).stat().st_size
@@ -69,7 +70,8 @@ def test_manifest_describes_the_linux_cpu_bundle(cpu_bundle: Path) -> None:
     emb, llm = manifest["embedder"], manifest["llm"]
     assert (emb["dim"], emb["pooling"], emb["max_length"], emb["tau"]) == (384, "mean", 256, 0.15)
     assert emb["tokenizer"] == "all-minilm-l6-v2/tokenizer.json"
-    assert llm["quantisation"] == "Q4_1" and llm["format"] == "gguf"
+    assert llm["backend"] == "learned" and llm["decision_file"] == "epic-verifier-minilm/model.onnx"
+    assert llm["format"] == "none" and not any(rel.endswith(".gguf") for rel in files)
     assert {"torch", "onnx", "onnxruntime", "transformers"} <= set(manifest["versions"])
 
 
@@ -189,7 +191,8 @@ def test_cli_export_and_check(cpu_bundle: Path, capsys: pytest.CaptureFixture[st
     from epic_edge.cli import main
 
     assert main(["export", "--device", "linux-cpu", "--out", str(cpu_bundle)]) == 0
-    assert "Q4_1" in capsys.readouterr().out  # re-export reuses the files and rewrites the manifest
+    # re-export reuses the files and rewrites the manifest
+    assert "bundle " in capsys.readouterr().out
     assert main(["export", "--check", str(cpu_bundle)]) == 0
     assert "all sha256 match" in capsys.readouterr().out
     assert main(["export", "--check", str(cpu_bundle / "nope")]) == 2

@@ -59,5 +59,10 @@ def main(argv: list[str]) -> int:
           f"dim {emb.get('dim')} tau {emb.get('tau')}")
     if "int8" in emb:
         print(f"  int8 embedder agrees with fp32: min cosine {emb['int8']['min_cosine']:.4f}")
-    print(f"  verifier LLM {llm.get('file')} ({llm.get('format')}, {llm.get('quantisation')})")
+    if llm.get("decision_file"):
+        print(f"  verifier decision {llm['decision_file']} ({llm.get('decision_format')})")
+    if llm.get("file"):
+        print(f"  verifier LLM {llm['file']} ({llm.get('format')}, {llm.get('quantisation')})")
+    else:
+        print("  no verifier LLM (instructions from the template)")
     return 0
