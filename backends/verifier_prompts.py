@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from epic_edge.instructions import (  # noqa: F401  (re-exported)
+    LEAD_WORDS,
+    TEMPLATE_INSTRUCTION,
+    template_instruction,
+)
 from epic_edge.types import Preference
 
 SYSTEM = (
@@ -46,15 +51,6 @@ root ::= " " [a-zA-Z,] [^\x00-\x1f"\x7f.!?]* [.!?]
 KEEP_WORDS = ("Keep", " Keep", "keep", " keep")
 DISCARD_WORDS = ("Discard", " Discard", "discard", " discard")
 
-# The deterministic instruction: the template verifier's, and every verifier's fallback when
-# a generated one is missing or fails the checks. The item's lead words make each entry's
-# instruction (and its vector) its own: one text per preference would let consolidation
-# (cosine >= 0.95) merge all of a preference's entries into one.
-TEMPLATE_INSTRUCTION = (
-    "When a question touches the preference \"{preference}\", read this passage on {lead}: "
-    "use what agrees with the preference and flag what conflicts with it."
-)
-LEAD_WORDS = 16
 
 # Plain ChatML, used only when the GGUF carries no chat template.
 CHATML = (
@@ -116,13 +112,6 @@ def instruction_messages(
         {"role": "system", "content": SYSTEM.format(preferences=preference_list(candidates))},
         {"role": "user", "content": PASSAGE.format(item=item) + task},
     ]
-
-
-def template_instruction(item: str, preference: Preference) -> str:
-    """The deterministic instruction for a kept (item, preference): no LLM involved."""
-    words = item.split()
-    lead = " ".join(words[:LEAD_WORDS]) + (" ..." if len(words) > LEAD_WORDS else "")
-    return TEMPLATE_INSTRUCTION.format(preference=preference.text.strip().rstrip("."), lead=lead)
 
 
 def clean_instruction(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from epic_edge.errors import MissingExtraError, ModelNotFoundError, ProfileError
+from epic_edge.instructions import stored_form
 from epic_edge.items import expand
 from epic_edge.stages import Candidate, coarse_filter, fine_verify, normalize_rows
 from epic_edge.store import NewEntry
@@ -88,7 +89,8 @@ class BatchIngester:
         replaced = [row for row, item_id in changed.items() if item_id not in unjudged_ids]
         with self._timed(stats, "embed_instructions"):
             entry_vectors = self._entry_vectors(pending, dict(zip(keys, vectors)))
-        entries = [NewEntry(k, pid, inst, vec, conf)
+        by_id = {p.id: p for p in prefs}
+        entries = [NewEntry(k, pid, stored_form(inst, fresh[k].text, by_id[pid]), vec, conf)
                    for (k, pid, inst, conf), vec in zip(pending, entry_vectors)]
         with self._timed(stats, "consolidate"):
             entries, refresh = self._consolidate(entries, mem.store.entries_of_items(replaced))

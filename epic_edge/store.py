@@ -13,6 +13,7 @@ import numpy as np
 from epic_edge import schema
 from epic_edge.crypto import Sealer
 from epic_edge.errors import EmbedderMismatchError, MemoryFileError
+from epic_edge.instructions import read_form
 from epic_edge.sqlite_file import SQLiteFile
 from epic_edge.types import Preference
 from epic_edge.vectors import (
@@ -161,7 +162,11 @@ class MemoryStore(SQLiteFile):
             ids,
         )
         o = self.sealer.open
-        return {r[0]: (r[0], o(r[1]), r[2], o(r[3]), o(r[4]), r[5], o(r[6])) for r in rows}
+        out = {}
+        for r in rows:
+            item, pref = o(r[3]), Preference(r[5], o(r[6]))
+            out[r[0]] = (r[0], read_form(o(r[1]), item, pref), r[2], item, o(r[4]), r[5], pref.text)
+        return out
 
     def unseen(self, keys: list[bytes], epoch: int) -> set[bytes]:
         """The keys not yet judged under the current preference epoch."""

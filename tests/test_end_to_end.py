@@ -57,7 +57,7 @@ def test_llm_writes_instructions_when_the_profile_asks(tmp_path, reference_model
     from epic_edge.profiles import load_profile
 
     base = load_profile("linux-cpu")
-    prof = replace(base, verifier={**base.verifier, "instructions": "llm"})
+    prof = replace(base, verifier={**base.verifier, "instructions": "llm", "threshold": 0.3})
     persona = load_sample_persona()
     with Memory.open(tmp_path / "llm.epic", prof, model_dir=reference_models) as memory:
         memory.add_preferences(persona["preferences"])
