@@ -9,6 +9,7 @@ import numpy as np
 
 from epic_edge import schema
 from epic_edge.errors import InvalidInputError
+from epic_edge.instructions import read_form
 from epic_edge.stages import coarse_filter, fine_verify
 from epic_edge.types import Preference
 
@@ -58,8 +59,13 @@ def list_entries(
         "JOIN items i ON i.id = e.item_id JOIN preferences p ON p.id = e.preference_id "
         f"{where} ORDER BY e.id LIMIT ? OFFSET ?", [*params, limit, offset])
     o = memory.store.sealer.open
-    return [Entry(int(r[0]), int(r[1]), r[2], o(r[3]), o(r[4]), Preference(int(r[5]), o(r[6])),
-                  o(r[7]), float(r[8]), float(r[9]), float(r[10])) for r in rows]
+    entries = []
+    for r in rows:
+        item, pref = o(r[3]), Preference(int(r[5]), o(r[6]))
+        entries.append(Entry(int(r[0]), int(r[1]), r[2], item, o(r[4]), pref,
+                             read_form(o(r[7]), item, pref), float(r[8]), float(r[9]),
+                             float(r[10])))
+    return entries
 
 
 def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:

@@ -14,9 +14,11 @@ import numpy as np
 
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester
+from epic_edge.instructions import read_form, stored_form
 from epic_edge.maintenance import Budget, enforce_budget
 from epic_edge.stages import normalize_rows
 from epic_edge.store import NewEntry
+from epic_edge.types import Preference
 from epic_edge.vectors import decode
 
 if TYPE_CHECKING:
@@ -66,15 +68,19 @@ def export_memory(memory: Memory, path: str | Path) -> dict[str, int]:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
         line(header)
+        by_pref = {}
         for pid, text, created in prefs:
+            by_pref[pid] = Preference(pid, o(text))
             line({"kind": "preference", "id": pid, "text": o(text), "created_at": created})
         for item_id, text, source, external_id, created in items:
-            line({"kind": "item", "id": item_id, "text": o(text), "source": o(source),
+            item_text = o(text)
+            line({"kind": "item", "id": item_id, "text": item_text, "source": o(source),
                   "external_id": external_id, "created_at": created})
             for _, pid, instruction, confidence, e_created, updated, blob in by_item.get(
                     int(item_id), []):
                 line({"kind": "entry", "item": item_id, "preference": pid,
-                      "instruction": o(instruction), "confidence": confidence,
+                      "instruction": read_form(o(instruction), item_text, by_pref[pid]),
+                      "confidence": confidence,
                       "created_at": e_created, "updated_at": updated,
                       "vector": _vector_text(decode(blob, dim, store.vector_format))})
     return {"preferences": len(prefs), "items": len(items), "entries": len(entries)}
@@ -188,7 +194,9 @@ def import_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     pairs = {(keys[e["item"]], pref_ids[e["preference"]]): (e, v)  # the last of a pair wins
              for e, v in zip(data.entries, vectors)}
     records = [e for e, _ in pairs.values()]
-    entries = [NewEntry(key, pid, e["instruction"], v, float(min(max(e["confidence"], 0.0), 1.0)))
+    by_pref = {p.id: p for p in memory.preferences()}
+    entries = [NewEntry(key, pid, stored_form(e["instruction"], items[key][0], by_pref[pid]), v,
+                        float(min(max(e["confidence"], 0.0), 1.0)))
                for (key, pid), (e, v) in pairs.items()]
     with memory._lock:
         store = memory.store

@@ -10,29 +10,25 @@ from pathlib import Path
 import pytest
 
 from epic_edge.memory import Memory
+from epic_edge.profiles import load_profile
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-PROFILE = """
-name = "mcp-test"
-[embedder]
-backend = "onnx"
-model = "all-minilm-l6-v2/model.int8.onnx"
-tokenizer = "all-minilm-l6-v2/tokenizer.json"
-tau = 0.15
-[verifier]
-backend = "template"
-[index]
-backend = "faiss"
-entry_vector = "item"
-vectors = "int8"
-[retrieval]
-k = 5
-gate = 0.20
-item_gate = 0.25
-"""
+
+def linux_cpu_with_template_verifier() -> str:
+    """linux-cpu's embedder, tau, index and memory-use gate; the template verifier decides."""
+    base = load_profile("linux-cpu")
+    retrieval = "\n".join(f"{key} = {value!r}" for key, value in base.retrieval.items()
+                          if isinstance(value, (int, float)))
+    return (f'name = "mcp-test"\n[embedder]\nbackend = "onnx"\n'
+            f'model = "{base.embedder["model"]}"\ntokenizer = "{base.embedder["tokenizer"]}"\n'
+            f'tau = {base.tau}\n[verifier]\nbackend = "template"\n[index]\nbackend = "faiss"\n'
+            f'entry_vector = "{base.index.get("entry_vector", "instruction")}"\n'
+            f'vectors = "{base.index.get("vectors", "float32")}"\n[retrieval]\n{retrieval}\n')
+
+
 TOOLS = {"add_preference", "remove_preference", "list_preferences", "remember", "recall",
          "forget", "stats"}
 VEGAN = "I strictly follow a vegan diet and never eat animal products."
@@ -50,7 +46,7 @@ def server(tmp_path, reference_models):
     """(stdio parameters for `epic-edge serve --mcp`, a function opening the same memory)."""
     pytest.importorskip("faiss")
     profile = tmp_path / "mcp-test.toml"
-    profile.write_text(PROFILE)
+    profile.write_text(linux_cpu_with_template_verifier())
     memory = tmp_path / "agent.epic"
     script = Path(sys.executable).with_name("epic-edge")
     command, prefix = (str(script), []) if script.exists() else (
