@@ -93,7 +93,7 @@ class BatchIngester:
 
     def _changed_items(self, fresh: dict[bytes, Item]) -> list[int]:
         """Rows of stored items whose id comes again with new content: replaced, not kept twice."""
-        ids = [item.id for item in fresh.values() if item.id]
+        ids = [self.memory.store.sealer.id_hash(item.id) for item in fresh.values() if item.id]
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
