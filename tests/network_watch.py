@@ -18,7 +18,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from epic_edge.privacy import NO_TELEMETRY, OFFLINE
+
 SYSCALLS = "connect,sendto,sendmsg,sendmmsg"
+_SWITCHES = {**NO_TELEMETRY, **OFFLINE}
 _AUDIT_HOOK = '''
 import os, sys
 _log = os.environ.get("EPIC_NET_LOG")
@@ -50,10 +53,17 @@ class Observation:
     syscalls: list[str] = field(default_factory=list)  # every connect/send seen by strace
 
     @property
+    def python_findings(self) -> list[str]:
+        return [e for e in self.python_events if _python_offends(e)]
+
+    @property
+    def syscall_findings(self) -> list[str]:
+        return [s for s in self.syscalls if _syscall_offends(s)]
+
+    @property
     def findings(self) -> list[str]:
         """Non-loopback sockets and DNS queries, from either instrument."""
-        return ([e for e in self.python_events if _python_offends(e)]
-                + [s for s in self.syscalls if _syscall_offends(s)])
+        return self.python_findings + self.syscall_findings
 
 
 def _loopback(host: str) -> bool:
@@ -79,6 +89,25 @@ def _syscall_offends(line: str) -> bool:
     return any(port == "53" or not _loopback(v4 or v6) for port, v4, v6 in _INET.findall(line))
 
 
+def is_dns(finding: str) -> bool:
+    """A finding that is a name lookup (else a socket to an outside address)."""
+    if "\t" in finding:  # an audit-hook event: event, target, port
+        name, target, port = finding.split("\t")
+        if name == "socket.getaddrinfo" or name.startswith("socket.gethostby"):
+            host = target.strip("'\"")
+            return port == "53" or not _is_address(host)
+        return bool(re.match(r"\('[^']*', 53\b", target))
+    return "htons(53)" in finding or bool(_RESOLVER.search(finding))
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
 def strace_available() -> bool:
     return shutil.which("strace") is not None
 
@@ -92,7 +121,9 @@ def watch(argv: list[str], tmp: Path, *, timeout: float = 600,
     log, trace = tmp / "net-python.log", tmp / "net-strace.log"
     for path in (log, trace):
         path.unlink(missing_ok=True)
-    run_env = {**os.environ, **(env or {}), "EPIC_NET_LOG": str(log),
+    # the child must switch telemetry off itself, not inherit it from this process
+    inherited = {k: v for k, v in os.environ.items() if k not in _SWITCHES}
+    run_env = {**inherited, **(env or {}), "EPIC_NET_LOG": str(log),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(hook_dir),
                                                            os.environ.get("PYTHONPATH")]))}
     traced = strace_available()
