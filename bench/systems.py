@@ -72,12 +72,26 @@ class RawItems:
         self.store.close()
 
 
+class Borrowed:
+    """A verifier lent to one memory after another: closing a memory leaves it open."""
+
+    def __init__(self, verifier: Any) -> None:
+        self.inner = verifier
+
+    def verify(self, item: str, candidates: Sequence[Any]) -> Any:
+        return self.inner.verify(item, candidates)
+
+
 class EpicMemory:
     """A real epic_edge Memory (C+F when queried raw, EPIC when steered)."""
 
     def __init__(self, path: Path, profile: Any, embedder: Any, verifier: Any, tau: float,
                  preferences: Sequence[str]) -> None:
         self.memory = Memory.open(path, profile, embedder=embedder, verifier=verifier, tau=tau)
+        # the bench's embedder is the profile's behind a cache: the profile's calibrated policy
+        retrieval = getattr(profile, "retrieval", {}) or {}
+        self.memory.gate, self.memory.min_score = retrieval.get("gate"), retrieval.get("min_score")
+        self.memory.item_gate = retrieval.get("item_gate")
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

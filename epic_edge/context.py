@@ -11,9 +11,10 @@ from epic_edge.types import Hit
 
 @dataclass(frozen=True)
 class Regime:
-    """How eagerly memory enters a prompt. Margins add to the memory's calibrated gate and
-    score floor; None switches that check off. A memory without calibrated values is not
-    gated by any regime (its embedder's scale is unknown)."""
+    """How eagerly memory enters a prompt. Margins add to the memory's calibrated gates
+    (preference and best-entry evidence) and score floor; None switches that check off. A
+    memory without calibrated values is not gated by any regime (its embedder's scale is
+    unknown)."""
 
     name: str
     gate_margin: float | None
@@ -22,10 +23,14 @@ class Regime:
     header: str
 
     def thresholds(
-        self, gate: float | None, floor: float | None
-    ) -> tuple[float | None, float | None]:
-        return (None if gate is None or self.gate_margin is None else gate + self.gate_margin,
-                None if floor is None or self.floor_margin is None else floor + self.floor_margin)
+        self, gate: float | None, item_gate: float | None, floor: float | None
+    ) -> tuple[float | None, float | None, float | None]:
+        """(gate, item_gate, floor) under this regime; None = that check is off."""
+        def shift(value: float | None, margin: float | None) -> float | None:
+            return None if value is None or margin is None else value + margin
+
+        return (shift(gate, self.gate_margin), shift(item_gate, self.gate_margin),
+                shift(floor, self.floor_margin))
 
 
 REGIMES = {

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from epic_edge.errors import MissingExtraError, ModelNotFoundError, ProfileError
 from epic_edge.items import expand
-from epic_edge.stages import Candidate, coarse_filter, fine_verify
+from epic_edge.stages import Candidate, coarse_filter, fine_verify, normalize_rows
 from epic_edge.store import NewEntry
 from epic_edge.types import BatchStats, Item, Verdict
 
@@ -18,6 +19,12 @@ if TYPE_CHECKING:
     from epic_edge.memory import Memory
 
 log = logging.getLogger(__name__)
+
+# After this many failures and no success in a batch, its other items are not tried (a server
+# that is down fails each one only after its retries); they count as failed, retried later.
+MAX_FAILURES_WITHOUT_SUCCESS = 3
+# A verifier that cannot be built fails every item alike: the ingest stops with its message.
+SETUP_ERRORS = (ModelNotFoundError, MissingExtraError, ProfileError)
 
 
 class BatchIngester:
@@ -37,7 +44,7 @@ class BatchIngester:
         stats = BatchStats()
         with self._timed(stats, "prepare"):
             fresh, epoch = self._fresh_items(batch, stats)
-            replaced = self._changed_items(fresh)
+            changed = self._changed_items(fresh)
         if not fresh:
             return stats
         keys = list(fresh)
@@ -50,14 +57,21 @@ class BatchIngester:
         kept_items: dict[bytes, tuple[str, str, str]] = {}
         pending: list[tuple[bytes, int, str, float]] = []
         judged: list[bytes] = []
+        unjudged_ids: set[str] = set()
         for key, text, cands in zip(keys, texts, candidates):
             cands = self._not_yet_linked(key, cands)
             if not cands:
                 continue
             stats.passed_filter += 1
+            verdict = None
+            if stats.failed < MAX_FAILURES_WITHOUT_SUCCESS or stats.verified:
+                with self._timed(stats, "verify"):
+                    verdict = self._verify(text, cands)
+            if verdict is None:  # not judged: not in the ledger, so the next ingest retries it
+                stats.failed += 1
+                unjudged_ids.add(mem.store.sealer.id_hash(fresh[key].id))  # as stored
+                continue
             judged.append(key)
-            with self._timed(stats, "verify"):
-                verdict = self._verify(text, cands)
             stats.verified += 1
             stats.llm_calls += verdict.llm_calls
             if verdict.keep:
@@ -66,21 +80,27 @@ class BatchIngester:
                 kept_items[key] = (item.text, item.source, item.id)
                 for pid in verdict.preference_ids:
                     pending.append((key, pid, verdict.instructions[pid], verdict.confidence))
+        if stats.failed:
+            log.warning("the verifier failed on %d of %d items; they are not recorded as judged "
+                        "and the next ingest of them verifies them again", stats.failed,
+                        stats.passed_filter)
+        # an old version is replaced only once its new version has been judged
+        replaced = [row for row, item_id in changed.items() if item_id not in unjudged_ids]
         with self._timed(stats, "embed_instructions"):
-            inst_vectors = (
-                mem.embedder.embed([p[2] for p in pending])
-                if pending
-                else np.empty((0, mem.embedder.dim), np.float32)
-            )
+            entry_vectors = self._entry_vectors(pending, dict(zip(keys, vectors)))
         entries = [NewEntry(k, pid, inst, vec, conf)
-                   for (k, pid, inst, conf), vec in zip(pending, inst_vectors)]
+                   for (k, pid, inst, conf), vec in zip(pending, entry_vectors)]
         with self._timed(stats, "consolidate"):
-            entries, refresh = self._consolidate(entries)
+            entries, refresh = self._consolidate(entries, mem.store.entries_of_items(replaced))
             stats.consolidated = len(pending) - len(entries)
-            linked = {e.item_key for e in entries}
-            kept_items = {k: v for k, v in kept_items.items() if k in linked}
         with self._timed(stats, "write"), mem._lock:
             with mem.store.transaction() as conn:
+                # a preference removed meanwhile (another thread or process) takes its new
+                # entries with it, as it took the stored ones
+                live = mem.store.preference_ids(conn)
+                entries = [e for e in entries if e.preference_id in live]
+                linked = {e.item_key for e in entries}
+                kept_items = {k: v for k, v in kept_items.items() if k in linked}
                 dropped = mem.store.delete_items(conn, replaced)
                 ids = mem.store.write_batch(conn, kept_items, entries, judged, epoch, refresh)
             with self._timed(stats, "index"):
@@ -91,19 +111,36 @@ class BatchIngester:
         stats.replaced = len(replaced)
         return stats
 
-    def _changed_items(self, fresh: dict[bytes, Item]) -> list[int]:
-        """Rows of stored items whose id comes again with new content: replaced, not kept twice."""
+    def _entry_vectors(self, pending: list[tuple[bytes, int, str, float]],
+                       item_vectors: dict[bytes, np.ndarray]) -> np.ndarray:
+        """What each new entry is indexed by: its item's vector (already embedded), its
+        instruction's, or normalise(item + instruction), as the file was created with."""
+        mem = self.memory
+        if not pending:
+            return np.empty((0, mem.embedder.dim), np.float32)
+        kind = mem.store.entry_vector
+        items = np.stack([item_vectors[p[0]] for p in pending]).astype(np.float32)
+        if kind == "item":
+            return items
+        instructions = np.asarray(mem.embedder.embed([p[2] for p in pending]), np.float32)
+        return instructions if kind == "instruction" else normalize_rows(items + instructions)
+
+    def _changed_items(self, fresh: dict[bytes, Item]) -> dict[int, str]:
+        """Stored items whose id comes again with new content (row -> id): replaced, not kept
+        twice."""
         ids = [self.memory.store.sealer.id_hash(item.id) for item in fresh.values() if item.id]
         if not ids:
-            return []
+            return {}
         marks = ",".join("?" * len(ids))
         rows = self.memory.store.query(
-            f"SELECT id, content_hash FROM items WHERE external_id IN ({marks})", ids)
-        return [int(row_id) for row_id, key in rows if bytes(key) not in fresh]
+            f"SELECT id, content_hash, external_id FROM items WHERE external_id IN ({marks})", ids)
+        return {int(row_id): item_id for row_id, key, item_id in rows if bytes(key) not in fresh}
 
-    def _consolidate(self, entries: list[NewEntry]) -> tuple[list[NewEntry], dict[int, float]]:
+    def _consolidate(self, entries: list[NewEntry], superseded: set[int]
+                     ) -> tuple[list[NewEntry], dict[int, float]]:
         """Merge near-duplicate instructions of one preference (cosine >= threshold): the
-        stored entry is refreshed (newer timestamp, higher confidence) instead of adding one."""
+        stored entry is refreshed (newer timestamp, higher confidence) instead of adding one.
+        Entries in `superseded` (of items this batch replaces) are never merged into."""
         threshold = self.memory.consolidate_threshold
         if threshold is None or not entries:
             return entries, {}
@@ -117,7 +154,8 @@ class BatchIngester:
         for n, entry in enumerate(entries):
             pid = entry.preference_id
             match = next((int(i) for s, i in zip(scores[n], ids[n])
-                          if i >= 0 and s >= threshold and owners.get(int(i)) == pid), None)
+                          if i >= 0 and s >= threshold and owners.get(int(i)) == pid
+                          and int(i) not in superseded), None)
             if match is not None:
                 refresh[match] = max(refresh.get(match, 0.0), entry.confidence)
             elif not any(k.preference_id == entry.preference_id
@@ -150,10 +188,17 @@ class BatchIngester:
         linked = self.memory.store.linked_preferences(key)
         return [c for c in cands if c.preference.id not in linked]
 
-    def _verify(self, text: str, cands: list[Candidate]) -> Verdict:
+    def _verify(self, text: str, cands: list[Candidate]) -> Verdict | None:
+        """The verdict, or None when the verifier failed (a warning names the error type only).
+
+        A verifier that cannot be built (missing model or extra, bad profile) raises: every
+        item would fail the same way, and nothing of the batch is written."""
+        verifier = self.memory.verifier  # one that cannot be built raises here
         try:
-            return fine_verify(self.memory.verifier, text, cands)
-        except Exception as exc:  # a verifier bug must not lose the batch
-            log.warning("verifier failed on an item (%s); treated as Discard",
+            return fine_verify(verifier, text, cands)
+        except SETUP_ERRORS:  # e.g. the LLM a learned verifier loads for its first kept item
+            raise
+        except Exception as exc:  # a server down or a verifier bug must not lose the item
+            log.warning("the verifier failed on an item (%s); it is not recorded as judged",
                         type(exc).__name__)
-            return Verdict.discard(f"verifier error: {type(exc).__name__}")
+            return None

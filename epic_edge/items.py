@@ -14,7 +14,8 @@ from epic_edge.types import Item
 log = logging.getLogger(__name__)
 
 # Rule for long items: more than MAX_ITEM_WORDS words -> ~CHUNK_WORDS-word chunks on sentence
-# boundaries (the paper's chunking), each ingested as its own item "<id>#<n>".
+# boundaries (the paper's chunking), each ingested as its own item "<id>#<n>" (no id when the
+# item has none).
 MAX_ITEM_WORDS = 300
 CHUNK_WORDS = 100
 # Rule for huge items: only the first MAX_ITEM_CHARS characters are read (about 1,700 chunks);
@@ -28,6 +29,24 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 def _control_free(text: str) -> str:
     """Drop control characters other than whitespace (NULs and escapes break prompts)."""
     return _CONTROL.sub("", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str, what: str = "an item") -> str:
+    """Replace lone surrogates (JSON "\\ud800", undecodable command-line bytes) with U+FFFD:
+    they are not Unicode text and cannot be encoded, hashed or stored."""
+    if not _SURROGATE.search(text):
+        return text
+    log.warning("%s held lone surrogates (not Unicode text); they were replaced with U+FFFD",
+                what)
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _optional(value: Any) -> str:
+    """An optional field of an item record: absent or None is "" (never the text "None")."""
+    return "" if value is None else str(value)
 
 
 def to_item(raw: Any) -> Item:
@@ -50,7 +69,7 @@ def to_item(raw: Any) -> Item:
     elif isinstance(raw, dict):
         if not isinstance(raw.get("text"), str):
             raise InvalidInputError("an item record needs a 'text' field holding a string")
-        item = Item(raw["text"], str(raw.get("source", "")), str(raw.get("id", "")))
+        item = Item(raw["text"], _optional(raw.get("source")), _optional(raw.get("id")))
     else:
         raise InvalidInputError(
             f"items must be str, bytes, Item or dict with 'text'; got {type(raw).__name__}"
@@ -58,7 +77,9 @@ def to_item(raw: Any) -> Item:
     if len(item.text) > MAX_ITEM_CHARS:
         log.warning("an item of %d characters was cut to the first %d", len(item.text),
                     MAX_ITEM_CHARS)
-    return Item(_control_free(item.text[:MAX_ITEM_CHARS]), item.source, item.id)
+    return Item(without_surrogates(_control_free(item.text[:MAX_ITEM_CHARS])),
+                without_surrogates(item.source, "an item's source"),
+                without_surrogates(item.id, "an item's id"))
 
 
 def expand(items: Iterable[Any]) -> Iterator[Item | None]:
@@ -73,4 +94,5 @@ def expand(items: Iterable[Any]) -> Iterator[Item | None]:
             yield Item(text, item.source, item.id)
             continue
         for n, chunk in enumerate(chunk_text(text, CHUNK_WORDS)):
-            yield Item(chunk, item.source, f"{item.id}#{n}" if item.id else f"#{n}")
+            # an item without an id gives chunks without one: no two documents share "#0"
+            yield Item(chunk, item.source, f"{item.id}#{n}" if item.id else "")

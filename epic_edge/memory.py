@@ -15,8 +15,9 @@ import numpy as np
 
 from epic_edge import registry
 from epic_edge.context import format_context, regime_rules
-from epic_edge.errors import InvalidInputError
+from epic_edge.errors import InvalidInputError, MemoryFileError
 from epic_edge.ingest import BatchIngester
+from epic_edge.items import without_surrogates
 from epic_edge.maintenance import (
     DEFAULT_HALF_LIFE_DAYS,
     Budget,
@@ -31,7 +32,7 @@ from epic_edge.retrieval import Retrieval, lookup
 from epic_edge.stages import Steering
 from epic_edge.store import MemoryStore
 from epic_edge.types import BatchStats, Hit, Preference
-from epic_edge.vectors import decode, encode
+from epic_edge.vectors import LEGACY_ENTRY_VECTOR, decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ MAX_PREFERENCES = 1_000  # steering is O(preferences) per query; beyond this, sp
 def _clean_text(text: Any, what: str, limit: int) -> str:
     if not isinstance(text, str):
         raise InvalidInputError(f"{what} must be a string, got {type(text).__name__}")
-    text = " ".join(text.split())
+    text = " ".join(without_surrogates(text, f"a {what}").split())
     if not text:
         raise InvalidInputError(f"{what} is empty")
     if len(text) > limit:
@@ -65,8 +66,11 @@ class Memory:
         verifier: Verifier | Callable[[], Verifier] | None = None,
         profile: Profile | None = None,
         vector_format: str = "float32",
+        entry_vector: str = LEGACY_ENTRY_VECTOR,
         gate: float | None = None,
+        item_gate: float | None = None,
         min_score: float | None = None,
+        hedge: float | None = None,
         consolidate_threshold: float | None = 0.95,
     ) -> None:
         self.store = store
@@ -75,13 +79,18 @@ class Memory:
         self.tau = float(tau)
         self.k = int(k)
         self.profile = profile
-        self.gate = gate  # no memory when the question's closest preference is below this
+        # no memory when the question's closest preference is below `gate` and its best
+        # entry (raw question, no steering) is below `item_gate`; None switches a test off
+        self.gate = gate
+        self.item_gate = item_gate
+        self.hedge = hedge  # steering temperature (see Steering); None: argmax preference
         self.min_score = min_score  # hits scoring below this are dropped
         # a new instruction this close to a stored one of the same preference is merged
         self.consolidate_threshold = consolidate_threshold
         self._verifier = verifier
         self._lock = threading.RLock()
-        store.bind_embedder(embedder.fingerprint, embedder.dim, self.tau, vector_format)
+        store.bind_embedder(embedder.fingerprint, embedder.dim, self.tau, vector_format,
+                            entry_vector)
         self._indexed = np.empty(0, dtype=np.int64)
         self._reload()
 
@@ -114,14 +123,16 @@ class Memory:
         model_dir: str | Path | None = None,
         key: bytes | None = None,
         vector_format: str | None = None,
+        entry_vector: str | None = None,
         read_only: bool = False,
     ) -> Memory:
         """Open (or create) the memory at `path`; explicit instances override the profile.
 
         `key` (32 bytes, kept by the app) encrypts item text, instructions, preferences and
         vectors, and hashes item ids. `read_only` opens an existing file without writing it.
-        `vector_format` ("float32", "float16", "int8") applies when the file is created;
-        default: the profile's index.vectors, else float32.
+        `vector_format` ("float32", "float16", "int8") and `entry_vector` ("item",
+        "instruction", "item+instruction": what an entry is indexed by) apply when the file
+        is created; default: the profile's index.vectors / index.entry_vector.
         """
         prof = profile if isinstance(profile, Profile) else load_profile(profile)
         models = Path(model_dir) if model_dir else default_model_dir()
@@ -131,17 +142,19 @@ class Memory:
             stored_tau = store.get_meta("tau")
             if tau is None:
                 tau = float(stored_tau) if stored_tau is not None else prof.tau
-            idx = index or registry.create(
+            idx = index if index is not None else registry.create(
                 "index", prof.index or {"backend": "numpy"}, models, dim=emb.dim
             )
             verifier_config = prof.verifier or {"backend": "template"}
             factory = verifier or (lambda: registry.create("verifier", verifier_config, models))
             fmt = vector_format or str(prof.index.get("vectors", "float32"))
+            kind = entry_vector or str(prof.index.get("entry_vector", LEGACY_ENTRY_VECTOR))
             # gate and floor are calibrated for the profile's embedder, like tau
             calibrated = prof.retrieval if embedder is None else {}
             return cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
-                       verifier=factory, profile=prof, vector_format=fmt,
-                       gate=calibrated.get("gate"), min_score=calibrated.get("min_score"))
+                       verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
+                       gate=calibrated.get("gate"), item_gate=calibrated.get("item_gate"),
+                       min_score=calibrated.get("min_score"), hedge=calibrated.get("hedge"))
         except BaseException:
             store.close()
             raise
@@ -172,7 +185,7 @@ class Memory:
     # -- preferences --------------------------------------------------------------------
     def _reload_preferences(self) -> None:
         prefs, vectors = self.store.preferences(self.embedder.dim)
-        self.steering = Steering(prefs, vectors)
+        self.steering = Steering(prefs, vectors, self.hedge)
 
     def preferences(self) -> list[Preference]:
         return list(self.steering.preferences)
@@ -193,9 +206,10 @@ class Memory:
             vectors = self.embedder.embed(new)
             with self._lock:
                 with self.store.transaction() as conn:
+                    stored = self.store.preference_ids_by_text(conn)  # another writer's too
                     for text, vector in zip(new, vectors):
-                        known[text] = Preference(
-                            self.store.insert_preference(conn, text, vector), text)
+                        pid = stored.get(text) or self.store.insert_preference(conn, text, vector)
+                        known[text] = Preference(pid, text)
                 self._reload_preferences()
         return [known[t] for t in cleaned]
 
@@ -208,7 +222,12 @@ class Memory:
                 entry_ids = self.store.delete_preference(conn, target.id)
             self._forget(entry_ids)
             self._reload_preferences()
-            self.store.vacuum()  # no copy of the removed text stays in the file or its WAL
+            try:
+                self.store.vacuum()  # no copy of the removed text stays in the file or its WAL
+            except MemoryFileError as exc:  # the removal is committed: report, do not fail
+                log.warning("preference removed; compacting the file failed (%s). Its freed "
+                            "pages were overwritten with zeros and will be reused; the next "
+                            "removal or budget run compacts it", exc.__cause__ or exc)
         return len(entry_ids)
 
     def _index_add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -263,11 +282,12 @@ class Memory:
         steer: bool = True,
         gate: float | None = None,
         min_score: float | None = None,
+        item_gate: float | None = None,
     ) -> Retrieval:
         """Top-k entries with the reason memory is (not) used; see epic_edge.retrieval.
 
-        `gate` and `min_score` default to this memory's (from the profile, calibrated for
-        its embedder); pass -1 to switch the gate off for one call.
+        `gate`, `item_gate` and `min_score` default to this memory's (from the profile,
+        calibrated for its embedder); gate=-1 switches the memory-use gate off for one call.
         """
         question = _clean_text(question, "question", MAX_QUESTION_CHARS)
         k = self.k if k is None else int(k)
@@ -276,6 +296,7 @@ class Memory:
         self._sync()
         return lookup(self, question, k, steer=steer,
                       gate=self.gate if gate is None else gate,
+                      item_gate=self.item_gate if item_gate is None else item_gate,
                       min_score=self.min_score if min_score is None else min_score)
 
     def retrieve(
@@ -304,9 +325,9 @@ class Memory:
         at most 3 notes, told to ignore them for factual questions), ordinary, aggressive.
         """
         rules = regime_rules(regime)
-        gate, floor = rules.thresholds(self.gate, self.min_score)
+        gate, item_gate, floor = rules.thresholds(self.gate, self.item_gate, self.min_score)
         found = self.lookup(question, min(k or self.k, rules.max_hits),
-                            gate=-1.0 if gate is None else gate,
+                            gate=-1.0 if gate is None else gate, item_gate=item_gate,
                             min_score=-1.0 if floor is None else floor)
         return format_context(found.hits, rules.header)
 
@@ -334,6 +355,7 @@ class Memory:
 
     def check(self) -> CheckReport:
         """Integrity of the file, and that the vector index matches its entries."""
+        self._sync()  # another writer's commits are not a mismatch
         with self._lock:
             report = check(self.store)
             if len(self.index) != report.counts.get("entries", len(self.index)):

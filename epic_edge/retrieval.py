@@ -33,9 +33,12 @@ def lookup(
     *,
     steer: bool = True,
     gate: float | None = None,
+    item_gate: float | None = None,
     min_score: float | None = None,
 ) -> Retrieval:
-    """Gate: no memory when E(q)·E(p*) < gate. Floor: hits scoring below min_score drop."""
+    """Gate: no memory when E(q)·E(p*) < gate and no entry scores >= item_gate for the raw
+    question (the evidence an implicit question leaves: "Where should we eat?" is far from
+    "I am vegan" but close to a stored restaurant). Floor: hits below min_score drop."""
     timings: dict[str, float] = {}
     clock = [time.perf_counter()]
 
@@ -52,9 +55,13 @@ def lookup(
         query = q
     lap("steer")
     if gate is not None and similarity < gate:
-        return Retrieval([], preference, similarity, False,
-                         f"the question is far from every preference (closest similarity "
-                         f"{similarity:.3f} < gate {gate:.3f})", timings)
+        evidence = best_raw_score(memory, q) if item_gate is not None else None
+        if evidence is None or evidence < item_gate:
+            found = "" if evidence is None else (f" and its best entry at {evidence:.3f} < "
+                                                 f"{item_gate:.3f}")
+            return Retrieval([], preference, similarity, False,
+                             f"the question is far from every preference (closest similarity "
+                             f"{similarity:.3f} < gate {gate:.3f}){found}", timings)
     with memory._lock:
         scores, ids = memory.index.search(np.asarray(query).reshape(1, -1), k)
     lap("search")
@@ -74,3 +81,10 @@ def lookup(
         return Retrieval([], preference, similarity, False, reason, timings)
     return Retrieval(hits, preference, similarity, True,
                      f"closest preference at similarity {similarity:.3f}", timings)
+
+
+def best_raw_score(memory: Memory, q: np.ndarray) -> float:
+    """The best entry's score for the unsteered question vector (-1 for an empty memory)."""
+    with memory._lock:
+        scores, ids = memory.index.search(np.asarray(q, np.float32).reshape(1, -1), 1)
+    return float(scores[0][0]) if len(ids[0]) and ids[0][0] >= 0 else -1.0

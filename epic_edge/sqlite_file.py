@@ -45,22 +45,29 @@ class SQLiteFile:
                  read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
-        if self.path.exists() and self.path.stat().st_size > 0:
-            with open(self.path, "rb") as fh:
-                if fh.read(16) != b"SQLite format 3\x00":
-                    raise MemoryFileError(f"{self.path} is not an epic-edge memory file")
-        elif read_only and not self.path.is_file():
-            raise MemoryFileError(f"no memory file at {self.path}")
+        try:
+            if self.path.is_dir():
+                raise MemoryFileError(f"{self.path} is a folder; give the memory file's path")
+            if self.path.exists() and self.path.stat().st_size > 0:
+                with open(self.path, "rb") as fh:
+                    if fh.read(16) != b"SQLite format 3\x00":
+                        raise MemoryFileError(f"{self.path} is not an epic-edge memory file")
+            elif read_only and not self.path.is_file():
+                raise MemoryFileError(f"no memory file at {self.path}")
+            if not read_only:
+                create_private(self.path)
+        except OSError as exc:  # a folder that cannot exist (/proc/...), no permission, ...
+            raise MemoryFileError(f"cannot open memory file {self.path}: "
+                                  f"{exc.strerror or exc}") from exc
         self._lock = threading.RLock()
         try:
             if read_only:
-                target, uri = f"file:{quote(str(self.path.resolve()))}?mode=ro", True
+                target, uri = f"file:{quote(os.fsencode(self.path.resolve()))}?mode=ro", True
             else:
-                create_private(self.path)
                 target, uri = str(self.path), False
             self.conn = sqlite3.connect(target, timeout=timeout, check_same_thread=False,
                                         isolation_level=None, uri=uri)
-        except (sqlite3.DatabaseError, OSError) as exc:
+        except sqlite3.DatabaseError as exc:
             raise MemoryFileError(f"cannot open memory file {self.path}: {exc}") from exc
         try:
             with self._translate():
@@ -85,6 +92,11 @@ class SQLiteFile:
                     f"{self.path} is being written by another process; try again later"
                 ) from exc
             raise MemoryFileError(f"memory file {self.path}: {exc}") from exc
+        except sqlite3.IntegrityError as exc:  # a race with another writer, not a damaged file
+            raise MemoryFileError(
+                f"{self.path} was changed by another writer during this one ({exc}); nothing "
+                "was written: try again"
+            ) from exc
         except sqlite3.DatabaseError as exc:
             raise MemoryFileError(
                 f"memory file {self.path} is corrupt or unreadable ({exc}); restore it from "
@@ -134,9 +146,11 @@ class SQLiteFile:
         page (nor its old text) survives it.
         """
         with self._lock, self._translate():
-            if self.conn.execute("PRAGMA freelist_count").fetchone()[0]:
-                self.conn.execute("VACUUM")
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            try:
+                if self.conn.execute("PRAGMA freelist_count").fetchone()[0]:
+                    self.conn.execute("VACUUM")
+            finally:  # even when VACUUM failed (disk full), the WAL's pages go into the file
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def file_bytes(self) -> int:
         """Bytes on disk after a checkpoint (none when read-only): the file and its WAL."""

@@ -85,8 +85,12 @@ class Steering:
     (m x d) matrix-vector product, an argmax and one scaled add.
     """
 
-    def __init__(self, preferences: Sequence[Preference], vectors: np.ndarray) -> None:
+    def __init__(self, preferences: Sequence[Preference], vectors: np.ndarray,
+                 hedge: float | None = None) -> None:
         self.preferences = list(preferences)
+        # hedge = T: steer toward sum_p softmax(E(q)·E(p) / T) E(p) instead of E(p*) alone, so
+        # a question between two preferences is not bet on one (None: the paper's argmax)
+        self.hedge = hedge
         if len(self.preferences) != len(vectors):
             raise ValueError("one embedding per preference is required")
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -123,6 +127,10 @@ class Steering:
             values = sims.tolist()
             similarity = max(values)
             best = values.index(similarity)
+        if self.hedge is not None:
+            weights = np.exp((sims - similarity) / self.hedge)
+            steered = q + (weights / weights.sum()) @ self.vectors
+            return steered / np.linalg.norm(steered), self.preferences[best], similarity
         steered = q + self.vectors[best]
         steered *= 1.0 / math.sqrt(max(2.0 + 2.0 * similarity, 1e-12))
         return steered, self.preferences[best], similarity

@@ -15,7 +15,13 @@ from epic_edge.crypto import Sealer
 from epic_edge.errors import EmbedderMismatchError, MemoryFileError
 from epic_edge.sqlite_file import SQLiteFile
 from epic_edge.types import Preference
-from epic_edge.vectors import check_format, decode, encode
+from epic_edge.vectors import (
+    LEGACY_ENTRY_VECTOR,
+    check_entry_vector,
+    check_format,
+    decode,
+    encode,
+)
 
 # The judged-items ledger stays bounded so a long stream does not grow the file.
 LEDGER_ROWS = 2048
@@ -103,7 +109,8 @@ class MemoryStore(SQLiteFile):
         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
 
     def bind_embedder(
-        self, fingerprint: str, dim: int, tau: float, vector_format: str = "float32"
+        self, fingerprint: str, dim: int, tau: float, vector_format: str = "float32",
+        entry_vector: str = LEGACY_ENTRY_VECTOR,
     ) -> None:
         """Record the embedder on a new file; refuse a file built by another one."""
         version = self.get_meta("schema_version")
@@ -120,6 +127,7 @@ class MemoryStore(SQLiteFile):
                 self.set_meta(conn, "dim", dim)
                 self.set_meta(conn, "tau", tau)
                 self.set_meta(conn, "vector_format", check_format(vector_format))
+                self.set_meta(conn, "entry_vector", check_entry_vector(entry_vector))
                 self.set_meta(conn, "epoch", 0)
                 self.set_meta(conn, "created_at", time.time())
             self._vector_format = None
@@ -136,6 +144,11 @@ class MemoryStore(SQLiteFile):
         if self._vector_format is None:
             self._vector_format = self.get_meta("vector_format") or "float32"
         return self._vector_format
+
+    @property
+    def entry_vector(self) -> str:
+        """What entries are indexed by (fixed at creation): item, instruction or both."""
+        return self.get_meta("entry_vector") or LEGACY_ENTRY_VECTOR
 
     @property
     def epoch(self) -> int:
@@ -206,12 +219,28 @@ class MemoryStore(SQLiteFile):
         )
         return {int(r[0]) for r in rows}
 
+    def entries_of_items(self, item_ids: Iterable[int]) -> set[int]:
+        """Ids of the entries of these items."""
+        ids = list(item_ids)
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        return {int(r[0]) for r in
+                self.query(f"SELECT id FROM entries WHERE item_id IN ({marks})", ids)}
+
     def count(self, table: str) -> int:
         if table not in {"preferences", "items", "entries", "judged"}:
             raise ValueError(table)
         return int(self.query(f"SELECT COUNT(*) FROM {table}")[0][0])
 
-    # -- writes (call inside transaction()) ----------------------------------------------
+    # -- inside transaction(): reads that see what other writers committed, then writes ------
+    def preference_ids(self, conn: sqlite3.Connection) -> set[int]:
+        return {int(r[0]) for r in conn.execute("SELECT id FROM preferences")}
+
+    def preference_ids_by_text(self, conn: sqlite3.Connection) -> dict[str, int]:
+        rows = conn.execute("SELECT id, text FROM preferences").fetchall()
+        return {self.sealer.open(text): int(pid) for pid, text in rows}
+
     def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
         cur = conn.execute(
             "INSERT INTO preferences(text, embedding, created_at) VALUES (?, ?, ?)",
@@ -233,11 +262,14 @@ class MemoryStore(SQLiteFile):
         return entry_ids
 
     def delete_items(self, conn: sqlite3.Connection, item_ids: list[int]) -> list[int]:
-        """Delete items and their entries; return the entry ids removed."""
+        """Delete items and their entries; return the entry ids removed. The items leave the
+        judged-items ledger too, so an old version that comes back is judged again."""
         entry_ids: list[int] = []
         for item_id in item_ids:
             entry_ids += [int(r[0]) for r in
                           conn.execute("SELECT id FROM entries WHERE item_id=?", (item_id,))]
+            for (key,) in conn.execute("SELECT content_hash FROM items WHERE id=?", (item_id,)):
+                conn.execute("DELETE FROM judged WHERE key=?", (schema.ledger_key(bytes(key)),))
             conn.execute("DELETE FROM entries WHERE item_id=?", (item_id,))
             conn.execute("DELETE FROM items WHERE id=?", (item_id,))
         return entry_ids

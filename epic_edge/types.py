@@ -70,6 +70,7 @@ class BatchStats:
     evicted: int = 0
     consolidated: int = 0
     replaced: int = 0
+    failed: int = 0  # items the verifier failed on: not recorded as judged, judged next time
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -77,7 +78,8 @@ class BatchStats:
 
     def merge(self, other: BatchStats) -> None:
         for name in ("seen", "duplicates", "rejected", "passed_filter", "verified", "kept",
-                     "entries_added", "llm_calls", "evicted", "consolidated", "replaced"):
+                     "entries_added", "llm_calls", "evicted", "consolidated", "replaced",
+                     "failed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for stage, secs in other.seconds.items():
             self.add_time(stage, secs)

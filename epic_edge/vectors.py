@@ -7,6 +7,10 @@ import numpy as np
 from epic_edge.errors import InvalidInputError, MemoryFileError
 
 VECTOR_FORMATS = ("float32", "float16", "int8")
+# What an entry is indexed by: the kept item's own vector, its instruction's, or both summed
+# (one vector, normalise(E(item) + E(instruction)): an inner product scores their sum).
+ENTRY_VECTORS = ("item", "instruction", "item+instruction")
+LEGACY_ENTRY_VECTOR = "instruction"  # files written before the choice was recorded
 
 
 def bytes_per_vector(fmt: str, dim: int) -> int:
@@ -17,6 +21,12 @@ def check_format(fmt: str) -> str:
     if fmt not in VECTOR_FORMATS:
         raise InvalidInputError(f"vector format must be one of {VECTOR_FORMATS}, got {fmt!r}")
     return fmt
+
+
+def check_entry_vector(kind: str) -> str:
+    if kind not in ENTRY_VECTORS:
+        raise InvalidInputError(f"entry_vector must be one of {ENTRY_VECTORS}, got {kind!r}")
+    return kind
 
 
 def encode(vector: np.ndarray, fmt: str = "float32") -> bytes:

@@ -1,11 +1,12 @@
-"""Regenerate RELIABILITY.md: kill runs, fuzz cases, concurrency runs, eviction, privacy.
+"""Regenerate RELIABILITY.md: kill runs, fuzz cases, concurrency runs, verification faults,
+concurrent edits, eviction behaviour, privacy at rest, network.
 
     .venv/bin/python scripts/reliability_report.py [--kills 100] [--concurrency 5]
 
-Runs the same harnesses as the test suite (tests/crash_harness.py, tests/test_fuzz.py,
-tests/test_concurrency.py, tests/test_privacy_at_rest.py, tests/network_watch.py), at full
-length, and writes RELIABILITY.md at the repo root. The network section needs the linux-cpu
-models ($EPIC_EDGE_MODELS) and, to see native code, strace.
+Runs the same harnesses as the test suite (tests/crash_harness.py, tests/fault_harness.py,
+tests/test_fuzz.py, tests/test_concurrency.py, tests/test_privacy_at_rest.py,
+tests/network_watch.py), at full length, and writes RELIABILITY.md at the repo root. The
+network section needs the linux-cpu models ($EPIC_EDGE_MODELS) and, to see native code, strace.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import privacy_report  # noqa: E402
 import test_concurrency  # noqa: E402
 import test_fuzz  # noqa: E402
 from crash_harness import open_fake_memory, run_kill_trials  # noqa: E402
+from fault_harness import run_concurrent_edits, run_verification_faults  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 
 
@@ -66,6 +68,51 @@ def concurrency(runs: int) -> tuple[int, int, list[str]]:
     return passed, runs, failures
 
 
+def verification_faults(rounds: int) -> tuple[str, list[str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = run_verification_faults(Path(tmp), rounds)
+    rows = "\n".join(f"| {name} | {rounds} | {count} |" for name, count in stats.per_fault.items())
+    notes = ([f"verification faults: {stats.lost} items lost, {stats.recorded_as_judged} "
+              "failed items recorded as judged"] if stats.lost or stats.recorded_as_judged else [])
+    return f"""## Faults during verification
+
+Each run ingests one batch of 16 items (2 preferences) with a broken verifier, then again
+once it works, and compares the memory with a control that never saw the fault
+(tests/fault_harness.py; consolidation off, so the kept items are the verifier's decisions).
+A failed item is counted in `BatchStats.failed`, is not recorded as judged, and the next
+ingest judges it; a verifier that cannot be built stops the ingest with its message.
+
+| fault | runs | items not judged (failed, or not tried after 3 failures in a row) |
+|---|---|---|
+{rows}
+
+Runs {stats.runs}; items not judged because of a fault (cases) {stats.failed_items}; of
+them recorded as judged **{stats.recorded_as_judged}**; items lost once the fault was fixed
+**{stats.lost}**.
+""", notes
+
+
+def concurrent_edits(runs: int) -> tuple[str, list[str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = run_concurrent_edits(Path(tmp), runs)
+    return f"""## Concurrent edits
+
+Each run: two writer processes ingest the same 30 batches into one file while two editor
+processes change its preferences: both add the same new preference each round, and each adds
+and removes one of its own (tests/fault_harness.py). A preference removed while a batch is
+verified takes that batch's new entries with it; two writers adding one text share one row.
+
+| what | figure |
+|---|---|
+| runs (4 processes each) | {stats.runs} |
+| preference edits (cases) | {stats.edits} |
+| ingest batches committed meanwhile | {stats.batches} |
+| processes that failed (losses) | **{stats.failed_processes}** |
+| "corrupt" alarms | **{stats.corrupt_alarms}** |
+| files failing `check` afterwards | {stats.files_failing_check} |
+""", stats.errors
+
+
 def eviction() -> list[str]:
     from crash_harness import PREFERENCES, batch_items
 
@@ -100,6 +147,10 @@ def main() -> int:
     p.add_argument("--kills", type=int, default=100)
     p.add_argument("--fuzz-rounds", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=5)
+    p.add_argument("--fault-rounds", type=int, default=3,
+                   help="batches per verification fault (5 faults)")
+    p.add_argument("--edit-runs", type=int, default=3,
+                   help="concurrent-edit runs (2 writers + 2 preference editors each)")
     p.add_argument("--out", type=Path, default=ROOT / "RELIABILITY.md")
     args = p.parse_args()
     start, where = time.time(), machine()
@@ -107,12 +158,15 @@ def main() -> int:
         kills = run_kill_trials(args.kills, Path(tmp), seed=7)
     cases, crashes, fuzz_notes = fuzz(args.fuzz_rounds)
     con_ok, con_runs, con_notes = concurrency(args.concurrency)
+    faults, fault_notes = verification_faults(args.fault_rounds)
+    edits, edit_notes = concurrent_edits(args.edit_runs)
     evict = eviction()
     at_rest, net = privacy_report.privacy_at_rest(), privacy_report.network()
     text = f"""# Reliability report
 
 Regenerate with `.venv/bin/python scripts/reliability_report.py` (this run: --kills {args.kills}
---fuzz-rounds {args.fuzz_rounds} --concurrency {args.concurrency}; {time.time() - start:.0f} s).
+--fuzz-rounds {args.fuzz_rounds} --concurrency {args.concurrency}
+--fault-rounds {args.fault_rounds} --edit-runs {args.edit_runs}; {time.time() - start:.0f} s).
 Machine: {where}. Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.
 
 | what | figure |
@@ -133,6 +187,8 @@ with the right dim and norm, index = rows), checks that every reported batch is 
 re-runs the whole ingest and compares with an uninterrupted reference run.
 The file uses WAL with synchronous=FULL, so a commit is on disk before the writer reports it.
 
+{faults}
+{edits}
 ## Eviction (budget) behaviour
 
 Policy: evict the entries with the lowest confidence x 0.5^(age / half-life) (half-life 30
@@ -155,7 +211,7 @@ HMACs); each cell counts the stored values whose clear bytes occur in the file a
 
 {chr(10).join(net)}
 """
-    notes = fuzz_notes + con_notes
+    notes = fuzz_notes + con_notes + fault_notes + edit_notes
     if notes:
         text += "\n## Failures\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
     args.out.write_text(text, encoding="utf-8")

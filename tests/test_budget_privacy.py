@@ -142,6 +142,6 @@ def test_logs_hold_no_item_text(tmp_path, caplog):
     with _memory(tmp_path / "m.epic", verifier=Broken()) as memory:
         memory.add_preference("vegan tofu cooking")
         stats = memory.ingest(["vegan tofu secret-recipe-Quokka", b"vegan \xff tofu Wombatix"])
-    assert stats[0].verified == 2 and stats[0].kept == 0
+    assert stats[0].failed == 2 and stats[0].kept == 0
     assert "Quokka" not in caplog.text and "Wombatix" not in caplog.text
-    assert "treated as Discard" in caplog.text
+    assert "not recorded as judged" in caplog.text

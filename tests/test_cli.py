@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import pytest
+from fault_harness import closed_port
 
 from epic_edge.cli import main
 
@@ -95,3 +98,42 @@ def test_demo_runs_on_a_slice_with_the_template_verifier(tmp_path, reference_mod
     assert "with steering (EPIC)" in out and "without steering" in out
     assert "store-everything file" in out and "Per-stage time" in out
     assert out.count("\nQ: ") == 2
+
+
+def test_ingest_exits_1_when_the_verifier_fails_and_a_rerun_judges_the_items(
+        cli, tmp_path, reference_models, capsys):
+    assert cli("prefs", "add", "I follow a strict vegan diet")[0] == 0
+    items = tmp_path / "items.txt"
+    items.write_text("Tofu and tempeh are plant proteins used in vegan cooking.\n"
+                     "Vegan cooks replace eggs with flax seeds and aquafaba.\n")
+    broken = tmp_path / "broken.toml"
+    broken.write_text(PROFILE.replace('backend = "template"', 'backend = "llama-server"\n'
+                                      f'url = "http://127.0.0.1:{closed_port()}"\nretries = 0\n'
+                                      'chat_template = "{{ messages }}"'))
+    capsys.readouterr()
+    code = main(["ingest", str(items), "--quiet", "--memory", str(tmp_path / "m.epic"),
+                 "--profile", str(broken), "--models", str(reference_models)])
+    out, err = capsys.readouterr()
+    failed = int(re.search(r"failed (\d+)", out)[1])
+    assert code == 1 and failed >= 1 and "run the same ingest again" in err
+    assert "Tofu" not in err and "flax" not in err
+    code, out, _ = cli("ingest", str(items), "--quiet")
+    assert code == 0 and "duplicates 0" in out and f"verified {failed}," in out
+
+
+def test_non_utf8_arguments_and_lone_surrogates_are_not_tracebacks(
+        cli, tmp_path, reference_models, capsys):
+    code, out, _ = cli("prefs", "add", os.fsdecode(b"I cook vegan \xff tofu"))
+    assert code == 0 and "vegan \ufffd tofu" in out
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"text": "Vegan tofu \\ud800 curry with rice.", "id": "n\\udfff"}\n')
+    assert cli("ingest", str(items), "--quiet")[0] == 0
+    code, out, err = cli("query", os.fsdecode(b"what \xfe vegan dish?"), "--no-gate")
+    assert code == 0 and "Traceback" not in err
+    odd = tmp_path / os.fsdecode(b"odd\xff.epic")
+    profile = str(tmp_path / "test-cpu.toml")
+    options = ["--memory", str(odd), "--profile", profile, "--models", str(reference_models)]
+    assert main(["prefs", "add", "I cook vegan", *options]) == 0  # info reads, never creates
+    capsys.readouterr()
+    assert main(["info", *options]) == 0
+    assert "odd\\udcff.epic" in capsys.readouterr().out

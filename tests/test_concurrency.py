@@ -7,6 +7,7 @@ import sys
 import threading
 
 from crash_harness import PREFERENCES, TESTS, WRITER, batch_items, open_fake_memory
+from fault_harness import run_concurrent_edits
 
 READER = f"""
 import sys, time
@@ -88,3 +89,9 @@ def test_memory_object_is_safe_to_share_across_threads(tmp_path):
         t.join()
     memory.close()
     assert not failures, failures[0]
+
+
+def test_preference_edits_in_other_processes_never_abort_an_ingest(tmp_path):
+    stats = run_concurrent_edits(tmp_path, runs=1)  # 2 writers, 2 editors, one file
+    assert stats.errors == [] and stats.corrupt_alarms == 0 and stats.files_failing_check == 0
+    assert stats.batches == 60 and stats.edits == 90

@@ -71,5 +71,40 @@ def test_ingest_survives_a_hanging_verifier(bad_server, tmp_path):
                      index=NumpyIndex(emb.dim), tau=0.1) as memory:
         memory.add_preference("vegan tofu diet")
         stats = memory.ingest(["vegan tofu protein", "vegan tofu curry"])
-        assert stats[0].verified == 2 and stats[0].kept == 0  # logged Discard, no crash
+        assert stats[0].failed == 2 and stats[0].kept == 0  # reported, no crash
+        assert memory.store.count("judged") == 0  # retried by the next ingest
         assert memory.check().ok
+
+
+def test_a_redirect_is_refused_and_nothing_reaches_its_target(bad_server):
+    hits: list[str] = []
+
+    class Elsewhere(_Handler):  # stands for any host a redirect could name
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            hits.append(self.path)
+            super().do_POST()
+
+        do_GET = do_POST
+
+    class Redirects(_Handler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(302)
+            self.send_header("Location", f"{target}{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), h) for h in (Elsewhere, Redirects)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    target = f"http://127.0.0.1:{servers[0].server_address[1]}"
+    try:
+        verifier = LlamaServerVerifier(f"http://127.0.0.1:{servers[1].server_address[1]}",
+                                       retries=0, chat_template="{{ messages }}")
+        with pytest.raises(ServerUnavailableError, match="redirects are refused"):
+            verifier.verify("Tofu is a vegan protein.", PREFS)
+        assert hits == []
+    finally:
+        for server in servers:
+            server.shutdown()

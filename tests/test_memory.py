@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from epic_edge.backends.numpy_index import NumpyIndex
@@ -222,3 +223,45 @@ def test_huge_and_duplicate_preference_lists(memory, monkeypatch):
     with pytest.raises(InvalidInputError, match="at most"):
         memory.add_preference("one too many")
     assert len(memory.preferences()) == memory_module.MAX_PREFERENCES
+
+
+@pytest.mark.parametrize("kind", ["item", "instruction", "item+instruction"])
+def test_entries_are_indexed_by_the_chosen_vector(tmp_path, kind):
+    embedder = BagOfWordsEmbedder()
+    with Memory.open(tmp_path / "m.epic", embedder=embedder, verifier=KeywordVerifier(),
+                     index=NumpyIndex(embedder.dim), tau=0.2, entry_vector=kind,
+                     vector_format="float32") as memory:
+        memory.add_preferences(PREFS)
+        memory.ingest(CORPUS)
+        ids, vectors = memory.store.entry_vectors(embedder.dim)
+        rows = memory.store.entries_by_id(ids)
+        items = embedder.embed([rows[int(i)][3] for i in ids])
+        instructions = embedder.embed([rows[int(i)][1] for i in ids])
+        expected = {"item": items, "instruction": instructions,
+                    "item+instruction": (items + instructions) / np.linalg.norm(
+                        items + instructions, axis=1, keepdims=True)}[kind]
+        assert len(ids) >= 2 and np.allclose(vectors, expected, atol=1e-6)
+    # the choice is the file's: reopening with another one keeps it
+    with Memory.open(tmp_path / "m.epic", embedder=embedder, verifier=KeywordVerifier(),
+                     index=NumpyIndex(embedder.dim), tau=0.2, entry_vector="item") as memory:
+        assert memory.store.entry_vector == kind
+    with pytest.raises(InvalidInputError, match="entry_vector"):
+        Memory.open(tmp_path / "other.epic", embedder=embedder, index=NumpyIndex(embedder.dim),
+                    tau=0.2, entry_vector="title")
+
+
+def test_item_gate_gives_an_implicit_question_its_memory(tmp_path):
+    embedder = BagOfWordsEmbedder()
+    with Memory.open(tmp_path / "m.epic", embedder=embedder, verifier=KeywordVerifier(),
+                     index=NumpyIndex(embedder.dim), tau=0.2, entry_vector="item") as memory:
+        memory.add_preferences(PREFS)
+        memory.ingest(CORPUS)
+        question = "Which battery packs and motors"  # shares words with an item, not a pref
+        sim = memory.lookup(question, gate=-1.0).similarity
+        memory.gate = sim + 0.1  # the preference test alone refuses it
+        assert not memory.lookup(question).used_memory
+        memory.item_gate = 0.3  # the kept item is evidence enough
+        found = memory.lookup(question)
+        assert found.used_memory and "battery packs" in found.hits[0].item_text
+        unrelated = memory.lookup("The treaty of Westphalia")  # coarse filter dropped it
+        assert not unrelated.used_memory and "best entry" in unrelated.reason

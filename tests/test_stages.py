@@ -97,3 +97,19 @@ def test_steering_ties_go_to_the_first_preference():
     vectors = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     steering = Steering([Preference(i, str(i)) for i in range(3)], vectors)
     assert steering.route(np.array([1.0, 0.0], dtype=np.float32))[0].id == 0
+
+
+def test_hedged_steering_mixes_preferences_by_softmax():
+    prefs = [Preference(1, "a"), Preference(2, "b"), Preference(3, "c")]
+    vectors = np.eye(3, 4, dtype=np.float32)
+    q = np.array([0.6, 0.55, 0.0, 0.58], np.float32)
+    q /= np.linalg.norm(q)
+    steered, best, sim = Steering(prefs, vectors, hedge=0.05).steer(q)
+    w = np.exp((vectors @ q - (vectors @ q).max()) / 0.05)
+    expected = q + (w / w.sum()) @ vectors
+    assert best == prefs[0] and sim == pytest.approx(float(q[0]))
+    assert np.allclose(steered, expected / np.linalg.norm(expected), atol=1e-6)
+    assert steered[1] > 0.3  # the close second preference is not ignored
+    sharp, _, _ = Steering(prefs, vectors, hedge=1e-4).steer(q)
+    argmax, _, _ = Steering(prefs, vectors).steer(q)
+    assert np.allclose(sharp, argmax, atol=1e-5)

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"epic-edge: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    for stream in (sys.stdout, sys.stderr):  # a path from undecodable bytes prints escaped
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     module = importlib.import_module(COMMANDS[name][0])
     try:

@@ -26,6 +26,15 @@ def _quality_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tau", type=float, default=None, help="coarse-filter threshold (profile's)")
 
 
+def _judged_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", choices=("dev", "test", "all"), default="all",
+                   help="judged questions to use: dev (tuning), test, or all (default)")
+    p.add_argument("--corpus", default="device",
+                   help="bench corpus (default device: every fetched source, mixed)")
+    p.add_argument("--no-variants", action="store_true",
+                   help="rank with the five systems only, not the retrieval variants")
+
+
 def main(argv: list[str]) -> int:
     p = parser("bench", "Run the EPIC benchmarks on this machine; print a table, write JSON.")
     sub = p.add_subparsers(dest="bench", required=True)
@@ -36,13 +45,22 @@ def main(argv: list[str]) -> int:
     lat.add_argument("--embed-threads", type=int, default=None, help="override the profile's")
     lat.add_argument("--llm-threads", type=int, default=None, help="override the profile's")
     _common(lat)
-    qual = sub.add_parser("quality", help="PAP@5 etc. for five systems over the personas")
-    qual.add_argument("--dataset", choices=("prefwiki", "prefeval"), default="prefwiki")
-    qual.add_argument("--corpus", choices=("wiki", "chat", "sample"), default=None,
-                      help="corpus (wiki for prefwiki, chat for prefeval)")
-    qual.add_argument("--limit", type=int, default=None, help="use the first N corpus chunks")
+    qual = sub.add_parser("quality", help="judged P@5 (aligned, answers, both), nDCG@5, bytes "
+                                          "and ms of every system on the judged question set")
+    _judged_options(qual)
     _quality_options(qual)
     _common(qual)
+    pool = sub.add_parser("pool", help="rank the judged questions with every system and write "
+                                       "the unjudged hits as blind reader batches")
+    _judged_options(pool)
+    _quality_options(pool)
+    pool.add_argument("--out", type=Path, default=Path("judging"),
+                      help="folder for the reader batches (default ./judging)")
+    _common(pool)
+    judged = sub.add_parser("judgments", help="add a reader's judgments; print agreement")
+    judged.add_argument("file", type=Path, nargs="?", help="JSONL of {qid, pid, answers, "
+                                                           "aligned} from one reader")
+    judged.add_argument("--judge", default="", help="the reader's name (required with FILE)")
     st = sub.add_parser("stream", help="streaming with preference drift; PNG plot")
     st.add_argument("--persona", type=int, default=0)
     st.add_argument("--items", type=int, default=12000,
@@ -67,8 +85,20 @@ def main(argv: list[str]) -> int:
     add_profile_options(rep)
     args = p.parse_args(argv)
 
-    from epic_edge.bench import latency, quality, report, stream
+    from epic_edge.bench import common, latency, pooling, quality, report, stream
 
+    if args.bench == "judgments":
+        return _judgments(args)
+    if args.bench == "pool":
+        result = quality.run(args.split, corpus=args.corpus, personas=args.personas,
+                             verifier=args.verifier, instructions=args.instructions,
+                             profile=args.profile, models=args.models, tau=args.tau,
+                             variants=not args.no_variants)
+        done = pooling.pool(result, args.out)
+        common.write_json(result, args.json)
+        print(f"{done['rows']} unjudged (question, passage) rows over {done['questions']} "
+              f"questions in {len(done['batches'])} batches under {args.out}/")
+        return 0
     if args.bench == "report":
         results = report.run_all(args.out, personas=args.personas, verifier=args.verifier,
                                  instructions=args.instructions, profile=args.profile,
@@ -82,10 +112,10 @@ def main(argv: list[str]) -> int:
                              llm_threads=args.llm_threads)
         text = latency.render(result)
     elif args.bench == "quality":
-        result = quality.run(args.dataset, corpus=args.corpus, personas=args.personas,
+        result = quality.run(args.split, corpus=args.corpus, personas=args.personas,
                              verifier=args.verifier, instructions=args.instructions,
-                             profile=args.profile, models=args.models, limit=args.limit,
-                             tau=args.tau)
+                             profile=args.profile, models=args.models, tau=args.tau,
+                             variants=not args.no_variants)
         text = quality.render(result)
     else:
         result = stream.run(persona=args.persona, items=args.items, batches=args.batches,
@@ -99,4 +129,22 @@ def main(argv: list[str]) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1, default=float) + "\n")
         print(f"- JSON: {args.json}")
+    return 0
+
+
+def _judgments(args: argparse.Namespace) -> int:
+    from epic_edge.bench import pooling, relevance
+    from epic_edge.bench.judged_metrics import agreement
+
+    if args.file is not None:
+        added = pooling.add_judgments(args.file, args.judge)
+        print(f"added {added} judgments by {args.judge}")
+    judgments = relevance.load_judgments()
+    agree = agreement(judgments)
+    print(f"{len(judgments)} judgments on {len({(j.qid, j.pid) for j in judgments})} "
+          f"(question, passage) pairs; {agree['double_judged']} judged twice")
+    for axis in relevance.AXES:
+        cell = agree[axis]
+        if cell:
+            print(f"  {axis}: Cohen's kappa {cell['kappa']:.3f}, agreement {cell['agreement']:.3f}")
     return 0

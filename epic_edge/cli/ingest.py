@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from tqdm import tqdm
@@ -14,7 +15,9 @@ from epic_edge.types import BatchStats
 
 def main(argv: list[str]) -> int:
     p = parser("ingest", "Ingest items from a JSONL file (objects with 'text', optional "
-                         "'source' and 'id') or a text file (one item per line).")
+                         "'source' and 'id') or a text file (one item per line). Exit status "
+                         "1 when the verifier failed on some items: they are not recorded as "
+                         "judged, so running the same ingest again judges them.")
     p.add_argument("file", type=Path, help="items file (.jsonl/.ndjson, or text)")
     p.add_argument("--batch-size", type=int, default=32, help="items per transaction (32)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -31,6 +34,11 @@ def main(argv: list[str]) -> int:
             bar.set_postfix(kept=total.kept, llm_calls=total.llm_calls)
         bar.close()
     print(format_totals(total))
+    if total.failed:
+        print(f"epic-edge ingest: the verifier failed on {total.failed} items (see the warnings); "
+              "they are not recorded as judged: run the same ingest again once it works",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -38,5 +46,6 @@ def format_totals(total: BatchStats) -> str:
     secs = ", ".join(f"{k} {v:.2f}s" for k, v in total.seconds.items())
     return (f"seen {total.seen}, duplicates {total.duplicates}, rejected {total.rejected}, "
             f"passed filter {total.passed_filter}, verified {total.verified}, kept {total.kept}, "
-            f"entries added {total.entries_added}, LLM calls {total.llm_calls}\n"
+            f"entries added {total.entries_added}, LLM calls {total.llm_calls}"
+            + (f", failed {total.failed}" if total.failed else "") + "\n"
             f"time: {secs}")

@@ -1,0 +1,173 @@
+"""Faults during verification and concurrent edits, counted (used by tests and reports)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crash_harness import PREFERENCES, TESTS, WRITER, batch_items, open_fake_memory
+
+# -- faults during verification ------------------------------------------------------------------
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RaisingVerifier:
+    """A verifier with a bug: every `every`-th call raises (every call when every=1)."""
+
+    def __init__(self, every: int = 1) -> None:
+        from fakes import KeywordVerifier
+
+        self.every, self.calls, self.inner = every, 0, KeywordVerifier()
+
+    def verify(self, item, candidates):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls % self.every == 0:
+            raise RuntimeError("verifier bug")
+        return self.inner.verify(item, candidates)
+
+
+def _closed_port_verifier():  # type: ignore[no-untyped-def]
+    from epic_edge.backends.http_verifier import LlamaServerVerifier
+
+    return LlamaServerVerifier(f"http://127.0.0.1:{closed_port()}", retries=0,
+                               chat_template="{{ messages }}")
+
+
+def _missing_model():  # type: ignore[no-untyped-def]
+    from epic_edge import registry
+
+    return registry.create("verifier", {"backend": "learned", "model": "absent/model.onnx"},
+                           Path("/nonexistent"))
+
+
+def _missing_extra():  # type: ignore[no-untyped-def]
+    from epic_edge.registry import _resolve
+
+    return _resolve("epic_edge_absent_backend:Verifier", "absent")()
+
+
+# fault -> factory of the broken verifier (built lazily, as Memory.open builds a profile's)
+FAULTS: dict[str, Callable[[], object]] = {
+    "verifier raises on every item": lambda: RaisingVerifier(),
+    "verifier raises on every 3rd item": lambda: RaisingVerifier(every=3),
+    "HTTP verifier at a closed loopback port": _closed_port_verifier,
+    "profile names a missing model": _missing_model,
+    "backend's extra not installed": _missing_extra,
+}
+
+
+@dataclass
+class FaultStats:
+    runs: int = 0
+    failed_items: int = 0  # verifications that failed (or could not start)
+    recorded_as_judged: int = 0  # failed items found in the judged ledger: must be 0
+    lost: int = 0  # items the control kept that are missing after the fault is fixed
+    per_fault: dict[str, int] = field(default_factory=dict)
+
+
+def run_verification_faults(workdir: Path, rounds: int = 1) -> FaultStats:
+    """For each fault: ingest a batch with the broken verifier, then again with a working one;
+    compare with a control memory that never saw the fault (consolidation off, so the kept
+    items are exactly the verifier's decisions)."""
+    stats = FaultStats()
+    for n in range(rounds):
+        items = batch_items(100 + n)
+        control = _fresh(workdir / f"control{n}.epic")
+        to_verify = sum(s.passed_filter for s in control.ingest(items))
+        expected = _texts(control)
+        control.close()
+        for k, (name, factory) in enumerate(FAULTS.items()):
+            memory = _fresh(workdir / f"fault{n}-{k}.epic")
+            memory._verifier = factory  # built on first use, inside the ingest
+            try:
+                batches = memory.ingest(items)
+                failed, verified = sum(s.failed for s in batches), sum(s.verified for s in batches)
+            except Exception:  # a verifier that cannot be built stops the ingest
+                failed, verified = to_verify, 0
+            stats.recorded_as_judged += memory.store.count("judged") - verified
+            memory.close()
+            memory = _fresh(workdir / f"fault{n}-{k}.epic")  # the fault is fixed
+            memory.ingest(items)
+            stats.lost += len(expected - _texts(memory))
+            memory.close()
+            stats.runs += 1
+            stats.failed_items += failed
+            stats.per_fault[name] = stats.per_fault.get(name, 0) + failed
+    return stats
+
+
+def _fresh(path: Path):  # type: ignore[no-untyped-def]
+    memory = open_fake_memory(str(path))
+    memory.consolidate_threshold = None
+    memory.add_preferences(PREFERENCES)
+    return memory
+
+
+def _texts(memory) -> set[str]:  # type: ignore[no-untyped-def]
+    return {memory.store.sealer.open(r[0]) for r in memory.store.query("SELECT text FROM items")}
+
+
+# -- concurrent edits: preferences change while other processes ingest ---------------------------
+
+EDITOR = f"""
+import sys
+sys.path.insert(0, {str(TESTS)!r})
+from crash_harness import open_fake_memory
+memory = open_fake_memory(sys.argv[1])
+for n in range(int(sys.argv[2])):
+    memory.add_preference(f"shared vegan tofu preference {{n}}")  # both editors add it
+    memory.add_preference(f"{{sys.argv[3]}} vegan plant cooking {{n}}")
+    memory.remove_preference(f"{{sys.argv[3]}} vegan plant cooking {{n}}")
+print("edits", 3 * int(sys.argv[2]))
+"""
+
+
+@dataclass
+class EditStats:
+    runs: int = 0
+    edits: int = 0  # preference additions and removals
+    batches: int = 0  # ingest batches committed meanwhile
+    failed_processes: int = 0
+    corrupt_alarms: int = 0  # "corrupt" in any message: must be 0
+    files_failing_check: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def run_concurrent_edits(workdir: Path, runs: int = 1, rounds: int = 15) -> EditStats:
+    """Each run: two writers ingest 30 batches while two editors add the same preferences and
+    add and remove their own, all in separate processes on one file."""
+    stats = EditStats()
+    for run in range(runs):
+        path = workdir / f"edits{run}.epic"
+        with open_fake_memory(str(path)) as memory:
+            memory.add_preferences(PREFERENCES)
+        procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path)], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(2)]
+        procs += [subprocess.Popen([sys.executable, "-c", EDITOR, str(path), str(rounds),
+                                    f"editor{e}"], text=True, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE) for e in range(2)]
+        for proc in procs:
+            out, err = proc.communicate(timeout=600)
+            stats.batches += out.count("committed ")
+            stats.edits += sum(int(line.split()[1]) for line in out.splitlines()
+                               if line.startswith("edits "))
+            stats.corrupt_alarms += err.count("corrupt")
+            if proc.returncode != 0:
+                stats.failed_processes += 1
+                stats.errors.append(f"run {run}: {err.strip().splitlines()[-1][:300]}")
+        with open_fake_memory(str(path)) as memory:
+            if not memory.check().ok:
+                stats.files_failing_check += 1
+        stats.runs += 1
+    return stats

@@ -1,0 +1,111 @@
+"""The judged relevance set: question split, blind pooling, judgments, metrics, agreement."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from epic_edge.bench import pooling, relevance
+from epic_edge.bench.judged_metrics import agreement, cohen_kappa, score_list
+from epic_edge.bench.policy import choose_gate
+from epic_edge.errors import InvalidInputError
+
+
+@pytest.fixture
+def root(tmp_path):
+    relevance.write_questions(relevance.select_questions(personas=[0, 1, 2]), tmp_path)
+    return tmp_path
+
+
+def test_questions_split_by_persona_from_distinct_blocks(root):
+    questions = relevance.load_questions("all", root)
+    assert len(questions) == 15 and len({q.qid for q in questions}) == 15
+    assert {q.persona for q in relevance.load_questions("dev", root)} == {0, 2}
+    assert {q.persona for q in relevance.load_questions("test", root)} == {1}
+    for p in (0, 1, 2):
+        blocks = [q.block for q in questions if q.persona == p]
+        assert len(set(blocks)) == 5  # 3 PrefWiki + 2 PrefEval, never the same preference
+    assert relevance.select_questions(personas=[0, 1, 2]) == questions  # seeded
+    with pytest.raises(InvalidInputError, match="unknown split"):
+        relevance.load_questions("train", root)
+
+
+def _result(questions, texts):
+    retrieved = {questions[0].qid: {"a": [relevance.passage_id(t) for t in texts[:2]],
+                                    "b": [relevance.passage_id(t) for t in texts[1:]]}}
+    passages = {relevance.passage_id(t): {"text": t, "item_id": f"x:{n}", "source": "s"}
+                for n, t in enumerate(texts)}
+    return {"retrieved": retrieved, "passages": passages}
+
+
+def test_pool_is_blind_deduplicated_and_only_unjudged(root, tmp_path):
+    questions = relevance.load_questions("all", root)
+    texts = ["alpha passage", "beta passage", "gamma passage"]
+    done = pooling.pool(_result(questions, texts), tmp_path / "batches", root=root)
+    assert done["rows"] == 3 and done["new_passages"] == 3
+    rows = [json.loads(x) for x in open(done["batches"][0], encoding="utf-8")]
+    assert set(rows[0]) == {"qid", "question", "preference", "pid", "passage"}  # no system
+    assert sorted(r["passage"] for r in rows) == texts
+    stored = relevance.load_passages(root)
+    assert all("text" not in p for p in stored.values())  # provenance only, never the text
+    judged = tmp_path / "judged.jsonl"
+    judged.write_text("".join(json.dumps({"qid": r["qid"], "pid": r["pid"], "answers": 1,
+                                          "aligned": int(n == 0)}) + "\n"
+                              for n, r in enumerate(rows[:2])))
+    assert pooling.add_judgments(judged, "reader-1", root) == 2
+    assert pooling.add_judgments(judged, "reader-1", root) == 0  # same reader: once
+    again = pooling.pool(_result(questions, texts), tmp_path / "again", root=root)
+    assert again["rows"] == 1  # only the passage nobody judged goes out again
+
+
+def test_bad_judgments_are_refused_whole(root, tmp_path):
+    questions = relevance.load_questions("all", root)
+    pooling.pool(_result(questions, ["one", "two"]), tmp_path / "b", root=root)
+    pid = relevance.passage_id("one")
+    bad = tmp_path / "bad.jsonl"
+    for line, message in (
+        ({"qid": questions[0].qid, "pid": pid, "answers": 2, "aligned": 0}, "0 or 1"),
+        ({"qid": "nope", "pid": pid, "answers": 1, "aligned": 0}, "unknown question"),
+        ({"qid": questions[0].qid, "pid": pid, "answers": 1}, "not a judgment"),
+    ):
+        bad.write_text(json.dumps(line) + "\n")
+        with pytest.raises(InvalidInputError, match=message):
+            pooling.add_judgments(bad, "reader-1", root)
+    assert relevance.load_judgments(root) == []
+    with pytest.raises(InvalidInputError, match="reader"):
+        pooling.add_judgments(bad, " ", root)
+
+
+def test_score_list_counts_axes_gain_and_unjudged():
+    labels = {("q", "a"): (1, 1), ("q", "b"): (1, 0), ("q", "c"): (0, 1), ("q", "d"): (0, 0)}
+    s = score_list("q", ["a", "b", "x"], labels, k=5)
+    assert s["aligned"] == pytest.approx(1 / 5) and s["answers"] == pytest.approx(2 / 5)
+    assert s["both"] == pytest.approx(1 / 5) and s["unjudged"] == pytest.approx(1 / 3)
+    assert s["returned"] == pytest.approx(3 / 5)
+    assert score_list("q", ["a", "b", "c"], labels, k=3)["ndcg"] == pytest.approx(1.0)
+    worse = score_list("q", ["d", "c", "a"], labels, k=3)["ndcg"]
+    assert 0 < worse < 1
+    assert score_list("q", [], labels)["ndcg"] == 0.0  # memory withheld: nothing found
+
+
+def test_cohen_kappa_and_agreement():
+    assert cohen_kappa([1, 0, 1, 0], [1, 0, 1, 0]) == pytest.approx(1.0)
+    assert cohen_kappa([1, 1, 0, 0], [1, 0, 1, 0]) == pytest.approx(0.0)
+    J = relevance.Judgment
+    js = [J("q", "a", 1, 1, "r1"), J("q", "a", 1, 0, "r2"), J("q", "b", 0, 0, "r1"),
+          J("q", "b", 0, 1, "r2"), J("q", "c", 1, 1, "r1")]
+    out = agreement(js)
+    assert out["double_judged"] == 2
+    assert out["answers"]["agreement"] == 1.0 and out["aligned"]["agreement"] == 0.0
+    assert relevance.primary_labels(js)[("q", "a")] == (1, 1)  # the first reader's labels
+
+
+def test_choose_gate_keeps_own_questions_and_refuses_the_rest():
+    own = np.array([[0.5, 0.1], [0.05, 0.45], [0.4, 0.4], [0.3, 0.25]])
+    none = np.array([[0.1, 0.2], [0.15, 0.1], [0.35, 0.1]])
+    best = choose_gate(own, none, max_own_withheld=0.0)
+    assert best["no_memory_own"] == 0.0
+    used_own = (own[:, 0] >= best["gate"]) | (own[:, 1] >= best["item_gate"])
+    assert used_own.all() and best["no_memory_none"] == pytest.approx(1.0)
