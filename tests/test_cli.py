@@ -132,7 +132,8 @@ def test_non_utf8_arguments_and_lone_surrogates_are_not_tracebacks(
     assert code == 0 and "Traceback" not in err
     odd = tmp_path / os.fsdecode(b"odd\xff.epic")
     profile = str(tmp_path / "test-cpu.toml")
+    options = ["--memory", str(odd), "--profile", profile, "--models", str(reference_models)]
+    assert main(["prefs", "add", "I cook vegan", *options]) == 0  # info reads, never creates
     capsys.readouterr()
-    assert main(["info", "--memory", str(odd), "--profile", profile,
-                 "--models", str(reference_models)]) == 0
+    assert main(["info", *options]) == 0
     assert "odd\\udcff.epic" in capsys.readouterr().out

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("epic_edge.cli.calibrate", "pick tau for an embedder from the labelled set"),
     "check": ("epic_edge.cli.check", "integrity check of a memory file"),
     "budget": ("epic_edge.cli.budget", "cap a memory's entries or bytes (evicts by policy)"),
+    "keygen": ("epic_edge.cli.keygen", "write a new encryption key file (mode 600)"),
 }
 
 

@@ -12,7 +12,7 @@ def main(argv: list[str]) -> int:
                         "status 1 when a problem is found.")
     add_memory_options(p)
     args = p.parse_args(argv)
-    with open_memory(args) as memory:
+    with open_memory(args, read_only=True) as memory:
         report = memory.check()
     counts = ", ".join(f"{k} {v}" for k, v in report.counts.items())
     if report.ok:

@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from epic_edge.crypto import parse_key, read_key_file
 from epic_edge.memory import Memory
 from epic_edge.profiles import DEFAULT_PROFILE
 
@@ -17,14 +18,26 @@ def default_memory_path() -> Path:
     return Path.home() / ".local" / "share" / "epic-edge" / "memory.epic"
 
 
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated options (`--key` must not stand for --key-file), subcommands included."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def parser(command: str, description: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=f"epic-edge {command}", description=description)
+    return _Parser(prog=f"epic-edge {command}", description=description)
 
 
 def add_memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", type=Path, default=None,
                    help="memory file (default: $EPIC_EDGE_MEMORY or "
                         "~/.local/share/epic-edge/memory.epic)")
+    p.add_argument("--key-file", type=Path, default=None,
+                   help="file (mode 600) holding the memory's encryption key, hex or base64 "
+                        "(`epic-edge keygen FILE` writes one); or set $EPIC_EDGE_KEY. The key "
+                        "itself is never an argument: it would show in `ps`")
     add_profile_options(p)
 
 
@@ -35,8 +48,18 @@ def add_profile_options(p: argparse.ArgumentParser) -> None:
                    help="model folder (default: $EPIC_EDGE_MODELS or ~/.cache/epic-edge/models)")
 
 
-def open_memory(args: argparse.Namespace) -> Memory:
-    return Memory.open(args.memory or default_memory_path(), args.profile, model_dir=args.models)
+def memory_key(key_file: Path | None) -> bytes | None:
+    """The key from --key-file, else $EPIC_EDGE_KEY, else None (an unencrypted memory)."""
+    if key_file is not None:
+        return read_key_file(key_file)
+    env = os.environ.get("EPIC_EDGE_KEY")
+    return parse_key(env, "$EPIC_EDGE_KEY") if env else None
+
+
+def open_memory(args: argparse.Namespace, *, read_only: bool = False) -> Memory:
+    """The memory the options name; read-only commands neither create nor change a file."""
+    return Memory.open(args.memory or default_memory_path(), args.profile, model_dir=args.models,
+                       key=memory_key(args.key_file), read_only=read_only)
 
 
 def human_bytes(n: float) -> str:

@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     for sp in sub.choices.values():
         add_memory_options(sp)
     args = p.parse_args(argv)
-    with open_memory(args) as memory:
+    with open_memory(args, read_only=args.action == "ls") as memory:
         if args.action == "add":
             for pref in memory.add_preferences(args.texts):
                 print(f"{pref.id}\t{pref.text}")

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 
 from epic_edge.cli.common import add_memory_options, open_memory, parser
+from epic_edge.memory import MAX_QUESTION_CHARS, _clean_text
 
 
 def main(argv: list[str]) -> int:
@@ -21,7 +22,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print hits as JSON")
     add_memory_options(p)
     args = p.parse_args(argv)
-    with open_memory(args) as memory:
+    _clean_text(args.question, "question", MAX_QUESTION_CHARS)  # bad input: before any file
+    with open_memory(args, read_only=True) as memory:
         if args.context:
             block = memory.context(args.question, args.k, regime=args.regime)
             print(block or "(no memory bears on this question)")
