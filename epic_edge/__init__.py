@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+# privacy first: it switches telemetry off before any dependency is imported
+from epic_edge import privacy  # noqa: F401
 from epic_edge.errors import EpicEdgeError
 from epic_edge.types import BatchStats, Hit, Item, Preference, Verdict
 

@@ -1,10 +1,14 @@
-"""Optional encryption at rest of personal text (items, instructions, preferences)."""
+"""Optional encryption at rest of a memory: text, vectors, item ids; and reading keys."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import os
+import stat
+from pathlib import Path
 
 from epic_edge.errors import MemoryFileError, MissingExtraError
 
@@ -14,10 +18,11 @@ _CHECK_PLAINTEXT = b"epic-edge key check v1"
 
 
 class Sealer:
-    """AES-256-GCM over text fields; the key is the app's and is never written to the file.
+    """AES-256-GCM over text and vectors; the key is the app's and is never written to the file.
 
-    Without a key it stores text as is. With one, content hashes become keyed (HMAC), so
-    the de-duplication table does not reveal which known texts a memory holds.
+    Without a key it stores everything as is. With one, content hashes and item ids become
+    keyed (HMAC), so neither the de-duplication table nor the ids reveal which known texts
+    or ids a memory holds.
     """
 
     def __init__(self, key: bytes | None = None) -> None:
@@ -48,8 +53,7 @@ class Sealer:
     def seal(self, text: str) -> str | bytes:
         if self._aead is None:
             return text
-        nonce = os.urandom(_NONCE_BYTES)
-        return nonce + self._aead.encrypt(nonce, text.encode("utf-8"), None)
+        return self.seal_bytes(text.encode("utf-8"))
 
     def open(self, value: str | bytes) -> str:
         if self._aead is None:
@@ -58,12 +62,32 @@ class Sealer:
             return value
         if isinstance(value, str):
             raise MemoryFileError("this memory holds unencrypted text but a key was given")
+        return self.open_bytes(value).decode()
+
+    def seal_bytes(self, data: bytes) -> bytes:
+        """A vector's bytes sealed (28 bytes longer); as is without a key."""
+        if self._aead is None:
+            return data
+        nonce = os.urandom(_NONCE_BYTES)
+        return nonce + self._aead.encrypt(nonce, bytes(data), None)
+
+    def open_bytes(self, value: bytes) -> bytes:
+        if self._aead is None:
+            return value
         from cryptography.exceptions import InvalidTag
 
         try:
-            return self._aead.decrypt(value[:_NONCE_BYTES], value[_NONCE_BYTES:], None).decode()
+            return self._aead.decrypt(value[:_NONCE_BYTES], value[_NONCE_BYTES:], None)
         except InvalidTag as exc:
-            raise MemoryFileError("wrong key for this memory, or its text was altered") from exc
+            raise MemoryFileError("wrong key for this memory, or its data was altered") from exc
+
+    def id_hash(self, external_id: str) -> str:
+        """An item id as stored: keyed (32 hex digits) with a key, else as is; "" stays "".
+        Equal ids still match, so an item that returns under its id replaces the old one."""
+        if self.key is None or not external_id:
+            return external_id
+        data = b"item-id\0" + external_id.encode("utf-8", "surrogatepass")
+        return hmac.new(bytes(self.key), data, hashlib.sha256).hexdigest()[:32]
 
     def check_token(self) -> str:
         """A value stored in meta that only this key reproduces (an HMAC, not the key)."""
@@ -77,3 +101,51 @@ class Sealer:
         if self.key is None:
             return hashlib.sha256(data).digest()[:16]
         return hmac.new(bytes(self.key), data, hashlib.sha256).digest()[:16]
+
+
+def parse_key(text: str | bytes, where: str) -> bytes:
+    """A 32-byte key from raw bytes, hex (64 digits) or base64 (44 characters)."""
+    if isinstance(text, bytes):
+        if len(text) == KEY_BYTES:
+            return text
+        text = text.decode("ascii", errors="replace")
+    text = text.strip()
+    for decode in (bytes.fromhex, lambda t: base64.b64decode(t, validate=True)):
+        try:
+            key = decode(text)
+        except (ValueError, binascii.Error):
+            continue
+        if len(key) == KEY_BYTES:
+            return key
+    raise MemoryFileError(f"{where} must hold a {KEY_BYTES}-byte key as hex (64 digits) or "
+                          "base64 (44 characters); `epic-edge keygen FILE` writes one")
+
+
+def read_key_file(path: str | Path) -> bytes:
+    """A key from a file that only its owner (this user) can read or write."""
+    path = Path(path)
+    try:
+        info = path.stat()
+        if info.st_uid != os.getuid():
+            raise MemoryFileError(f"key file {path} belongs to another user")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            raise MemoryFileError(f"key file {path} is open to other users "
+                                  f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 600 {path}")
+        return parse_key(path.read_bytes(), f"key file {path}")
+    except OSError as exc:
+        raise MemoryFileError(f"cannot read key file {path}: {exc.strerror}") from exc
+
+
+def write_key_file(path: str | Path) -> Path:
+    """Write a new random key (hex) to a new file, mode 0600; never replaces one."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as exc:
+        raise MemoryFileError(f"{path} exists; a key is never overwritten") from exc
+    except OSError as exc:
+        raise MemoryFileError(f"cannot write key file {path}: {exc.strerror}") from exc
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(Sealer.new_key().hex() + "\n")
+    return path

@@ -70,7 +70,7 @@ class BatchIngester:
                     verdict = self._verify(text, cands)
             if verdict is None:  # not judged: not in the ledger, so the next ingest retries it
                 stats.failed += 1
-                unjudged_ids.add(fresh[key].id)
+                unjudged_ids.add(mem.store.sealer.id_hash(fresh[key].id))  # as stored
                 continue
             judged.append(key)
             stats.verified += 1
@@ -130,7 +130,7 @@ class BatchIngester:
     def _changed_items(self, fresh: dict[bytes, Item]) -> dict[int, str]:
         """Stored items whose id comes again with new content (row -> id): replaced, not kept
         twice."""
-        ids = [item.id for item in fresh.values() if item.id]
+        ids = [self.memory.store.sealer.id_hash(item.id) for item in fresh.values() if item.id]
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))

@@ -73,14 +73,24 @@ def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:
     memory; a str is the id it was ingested with (its chunks "<id>#<n>" included)."""
     if isinstance(item, bool) or not isinstance(item, (int, str)):
         raise InvalidInputError(f"an item id is an int or a str, got {type(item).__name__}")
+    store = memory.store
     if isinstance(item, int):
-        rows = memory.store.query("SELECT id, content_hash FROM items WHERE id=?", (item,))
-    else:
-        if not item.strip():
-            raise InvalidInputError("the item id is empty")
-        rows = memory.store.query(
-            "SELECT id, content_hash FROM items WHERE external_id = ? "
-            "OR substr(external_id, 1, ?) = ?", (item, len(item) + 1, f"{item}#"))
+        rows = store.query("SELECT id, content_hash FROM items WHERE id=?", (item,))
+    elif not item.strip():
+        raise InvalidInputError("the item id is empty")
+    elif not store.sealer.enabled:
+        rows = store.query("SELECT id, content_hash FROM items WHERE external_id = ? "
+                           "OR substr(external_id, 1, ?) = ?", (item, len(item) + 1, f"{item}#"))
+    else:  # ids are keyed hashes: look up the id, then its chunks "<id>#0", "#1", ... in turn
+        rows, start = store.query("SELECT id, content_hash FROM items WHERE external_id = ?",
+                                  (store.sealer.id_hash(item),)), 0
+        while True:
+            names = [store.sealer.id_hash(f"{item}#{n}") for n in range(start, start + 256)]
+            found = store.query("SELECT id, content_hash FROM items WHERE external_id IN "
+                                f"({','.join('?' * len(names))})", names)
+            if not found:
+                break
+            rows, start = rows + found, start + 256
     return [(int(r[0]), bytes(r[1])) for r in rows]
 
 

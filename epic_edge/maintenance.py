@@ -127,7 +127,7 @@ def check(store: MemoryStore) -> CheckReport:
     for table, fmt in (("preferences", "float32"), ("entries", store.vector_format)):
         for row_id, blob in store.query(f"SELECT id, embedding FROM {table}"):
             try:
-                vector = decode(blob, dim, fmt)
+                vector = decode(store.open_vector(blob), dim, fmt)
             except MemoryFileError as exc:
                 report.problems.append(f"{table} row {row_id}: {exc}")
                 continue

@@ -130,17 +130,19 @@ class Memory:
         key: bytes | None = None,
         vector_format: str | None = None,
         entry_vector: str | None = None,
+        read_only: bool = False,
     ) -> Memory:
         """Open (or create) the memory at `path`; explicit instances override the profile.
 
-        `key` (32 bytes, kept by the app) encrypts item text, instructions and preferences.
+        `key` (32 bytes, kept by the app) encrypts item text, instructions, preferences and
+        vectors, and hashes item ids. `read_only` opens an existing file without writing it.
         `vector_format` ("float32", "float16", "int8") and `entry_vector` ("item",
         "instruction", "item+instruction": what an entry is indexed by) apply when the file
         is created; default: the profile's index.vectors / index.entry_vector.
         """
         prof = profile if isinstance(profile, Profile) else load_profile(profile)
         models = Path(model_dir) if model_dir else default_model_dir()
-        store = MemoryStore(path, key=key)
+        store = MemoryStore(path, key=key, read_only=read_only)
         try:
             emb = embedder or registry.create("embedder", prof.embedder, models)
             stored_tau = store.get_meta("tau")

@@ -54,6 +54,7 @@ def lookup(
     if not steer:
         query = q
     lap("steer")
+    reason = f"closest preference at similarity {similarity:.3f}"
     if gate is not None and similarity < gate:
         evidence = best_raw_score(memory, q) if item_gate is not None else None
         if evidence is None or evidence < item_gate:
@@ -62,6 +63,8 @@ def lookup(
             return Retrieval([], preference, similarity, False,
                              f"the question is far from every preference (closest similarity "
                              f"{similarity:.3f} < gate {gate:.3f}){found}", timings)
+        reason = (f"its best entry scores {evidence:.3f} >= item_gate {item_gate:.3f} (closest "
+                  f"preference at {similarity:.3f})")
     with memory._lock:
         scores, ids = memory.index.search(np.asarray(query).reshape(1, -1), k)
     lap("search")
@@ -79,8 +82,7 @@ def lookup(
         reason = (f"no entry scored at least {min_score:.3f}" if min_score is not None
                   else "no entry found")
         return Retrieval([], preference, similarity, False, reason, timings)
-    return Retrieval(hits, preference, similarity, True,
-                     f"closest preference at similarity {similarity:.3f}", timings)
+    return Retrieval(hits, preference, similarity, True, reason, timings)
 
 
 def best_raw_score(memory: Memory, q: np.ndarray) -> float:

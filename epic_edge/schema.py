@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import TYPE_CHECKING
 
-SCHEMA_VERSION = 2  # 2: the judged-items ledger keys on 64 bits of the hash (was `seen`)
+if TYPE_CHECKING:
+    from epic_edge.crypto import Sealer
+
+# 2: the judged-items ledger keys on 64 bits of the hash (was `seen`)
+# 3: with a key, vectors and item ids are sealed as well as text (no change without one)
+SCHEMA_VERSION = 3
 
 # create() splits this on ";": keep semicolons out of the SQL comments
 _SCHEMA = """
@@ -47,13 +53,49 @@ def ledger_key(content_hash: bytes) -> int:
     return int.from_bytes(content_hash[:8], "little", signed=True)
 
 
+def _meta(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def _set_version(conn: sqlite3.Connection, version: int) -> None:
+    conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+
+
 def migrate(conn: sqlite3.Connection) -> None:
     """Schema 1 -> 2: drop the old `seen` ledger (hash BLOB + its index, ~90 B a row). It is
-    a cache: an item it listed is judged once more if it returns."""
-    version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    if version is not None and int(version[0]) == 1:
+    a cache: an item it listed is judged once more if it returns. 2 -> 3 without a key: no
+    change; an encrypted file waits for its key (seal_vectors_and_ids)."""
+    version = _meta(conn, "schema_version")
+    if version is not None and int(version) == 1:
         conn.execute("DROP TABLE IF EXISTS seen")
-        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+        _set_version(conn, version := 2)
+    if version is not None and int(version) == 2 and not _meta(conn, "key_check"):
+        _set_version(conn, 3)
+
+
+def seal_vectors_and_ids(conn: sqlite3.Connection, sealer: Sealer) -> None:
+    """Schema 2 -> 3 of an encrypted file (its text is sealed already): seal the preference
+    and entry vectors and replace item ids by their keyed hash."""
+    for table in ("preferences", "entries"):
+        rows = conn.execute(f"SELECT id, embedding FROM {table}").fetchall()
+        conn.executemany(f"UPDATE {table} SET embedding=? WHERE id=?",
+                         [(sealer.seal_bytes(blob), row_id) for row_id, blob in rows])
+    rows = conn.execute("SELECT id, external_id FROM items").fetchall()
+    conn.executemany("UPDATE items SET external_id=? WHERE id=?",
+                     [(sealer.id_hash(x), row_id) for row_id, x in rows])
+    _set_version(conn, 3)
+
+
+def unreadable(conn: sqlite3.Connection) -> str | None:
+    """Why a file cannot be read as it is (read-only opens migrate nothing); None if it can."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {"meta", "preferences", "items", "entries"} <= tables or not _meta(conn, "embedder"):
+        return "is not an epic-edge memory file"
+    if "judged" not in tables:
+        return ("was written by an older epic-edge: open it once for writing (e.g. "
+                "`epic-edge ingest`) to upgrade it")
+    return None
 
 
 def create(conn: sqlite3.Connection) -> None:

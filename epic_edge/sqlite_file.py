@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from epic_edge.errors import MemoryFileError
 
+_WAL = "PRAGMA journal_mode=WAL"
 _PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=FULL",
     "PRAGMA foreign_keys=ON",
     "PRAGMA secure_delete=ON",
 )
+
+
+def create_private(path: Path) -> None:
+    """Create a missing file 0600 and its missing folders 0700 (owner only), before SQLite
+    creates it with the umask's mode; SQLite gives its -wal and -shm files the file's mode."""
+    missing = [p for p in path.parents if not p.exists()]
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
 
 
 class SQLiteFile:
@@ -24,10 +38,13 @@ class SQLiteFile:
 
     Durability: WAL with synchronous=FULL, so a transaction that committed survives a crash or
     a power cut. Deleted text is overwritten (secure_delete) and the WAL truncated on close.
+    `read_only` opens an existing file without writing to it (no WAL switch, no checkpoint).
     """
 
-    def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 10.0,
+                 read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         try:
             if self.path.is_dir():
                 raise MemoryFileError(f"{self.path} is a folder; give the memory file's path")
@@ -35,20 +52,26 @@ class SQLiteFile:
                 with open(self.path, "rb") as fh:
                     if fh.read(16) != b"SQLite format 3\x00":
                         raise MemoryFileError(f"{self.path} is not an epic-edge memory file")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            elif read_only and not self.path.is_file():
+                raise MemoryFileError(f"no memory file at {self.path}")
+            if not read_only:
+                create_private(self.path)
         except OSError as exc:  # a folder that cannot exist (/proc/...), no permission, ...
             raise MemoryFileError(f"cannot open memory file {self.path}: "
                                   f"{exc.strerror or exc}") from exc
         self._lock = threading.RLock()
         try:
-            self.conn = sqlite3.connect(
-                str(self.path), timeout=timeout, check_same_thread=False, isolation_level=None
-            )
+            if read_only:
+                target, uri = f"file:{quote(os.fsencode(self.path.resolve()))}?mode=ro", True
+            else:
+                target, uri = str(self.path), False
+            self.conn = sqlite3.connect(target, timeout=timeout, check_same_thread=False,
+                                        isolation_level=None, uri=uri)
         except sqlite3.DatabaseError as exc:
             raise MemoryFileError(f"cannot open memory file {self.path}: {exc}") from exc
         try:
             with self._translate():
-                for pragma in _PRAGMAS:
+                for pragma in _PRAGMAS if read_only else (_WAL, *_PRAGMAS):
                     self.conn.execute(pragma)
                 result = self.conn.execute("PRAGMA quick_check").fetchone()[0]
                 if result != "ok":
@@ -110,7 +133,8 @@ class SQLiteFile:
     def close(self) -> None:
         with self._lock:
             try:
-                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                if not self.read_only:
+                    self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.DatabaseError:
                 pass  # another process holds the WAL; it checkpoints on its own close
             self.conn.close()
@@ -129,9 +153,10 @@ class SQLiteFile:
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def file_bytes(self) -> int:
-        """Bytes on disk after a checkpoint: the file and its WAL."""
+        """Bytes on disk after a checkpoint (none when read-only): the file and its WAL."""
         with self._lock, self._translate():
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if not self.read_only:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return sum(p.stat().st_size for p in self._files())
 
     def _files(self) -> list[Path]:

@@ -51,18 +51,37 @@ class MemoryStore(SQLiteFile):
     """The memory's schema over a SQLiteFile: reads, and writes made inside `transaction()`."""
 
     def __init__(
-        self, path: str | Path, *, key: bytes | None = None, timeout: float = 10.0
+        self, path: str | Path, *, key: bytes | None = None, timeout: float = 10.0,
+        read_only: bool = False,
     ) -> None:
-        super().__init__(path, timeout=timeout)
+        super().__init__(path, timeout=timeout, read_only=read_only)
         self.sealer = Sealer(key)
         try:
-            with self.transaction() as conn:
-                schema.create(conn)
+            if read_only:
+                self._check_readable()
+            else:
+                with self.transaction() as conn:
+                    schema.create(conn)
             self._check_key()
+            # with a key, vectors and item ids are sealed too from schema 3 on (a new file)
+            version = self.get_meta("schema_version")
+            self.vectors_sealed = self.sealer.enabled and int(version or 3) >= 3
+            if self.sealer.enabled and not self.vectors_sealed and not read_only:
+                with self.transaction() as conn:
+                    schema.seal_vectors_and_ids(conn, self.sealer)
+                self.vacuum()  # no clear copy of a vector or id stays in free pages or the WAL
+                self.vectors_sealed = True
         except BaseException:
             self.conn.close()
             raise
         self._vector_format: str | None = None
+
+    def _check_readable(self) -> None:
+        """A read-only open changes nothing: the file must be a memory in a layout read here."""
+        with self._lock, self._translate():
+            problem = schema.unreadable(self.conn)
+        if problem:
+            raise MemoryFileError(f"{self.path} {problem}")
 
     def _check_key(self) -> None:
         token = self.get_meta("key_check")
@@ -72,8 +91,9 @@ class MemoryStore(SQLiteFile):
                 if self.sealer.enabled:
                     raise MemoryFileError(f"{self.path} is not encrypted; open it without a key")
                 return
-            with self.transaction() as conn:
-                self.set_meta(conn, "key_check", mine)
+            if not self.read_only:
+                with self.transaction() as conn:
+                    self.set_meta(conn, "key_check", mine)
         elif token != mine:
             raise MemoryFileError(
                 f"{self.path} is encrypted: open it with its key" if token and not mine
@@ -139,15 +159,24 @@ class MemoryStore(SQLiteFile):
     def preferences(self, dim: int) -> tuple[list[Preference], np.ndarray]:
         rows = self.query("SELECT id, text, embedding FROM preferences WHERE active=1 ORDER BY id")
         prefs = [Preference(int(r[0]), self.sealer.open(r[1])) for r in rows]
-        vectors = np.stack([from_blob(r[2], dim) for r in rows]) if rows else np.empty((0, dim))
+        vectors = (np.stack([from_blob(self.open_vector(r[2]), dim) for r in rows]) if rows
+                   else np.empty((0, dim)))
         return prefs, vectors.astype(np.float32)
 
     def entry_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
         rows = self.query("SELECT id, embedding FROM entries ORDER BY id")
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         fmt = self.vector_format
-        vectors = np.stack([decode(r[1], dim, fmt) for r in rows]) if rows else np.empty((0, dim))
+        vectors = (np.stack([decode(self.open_vector(r[1]), dim, fmt) for r in rows]) if rows
+                   else np.empty((0, dim)))
         return ids, vectors.astype(np.float32)
+
+    def open_vector(self, blob: bytes) -> bytes:
+        """A stored vector's bytes, unsealed when the file seals them."""
+        return self.sealer.open_bytes(blob) if self.vectors_sealed else blob
+
+    def seal_vector(self, blob: bytes) -> bytes:
+        return self.sealer.seal_bytes(blob) if self.vectors_sealed else blob
 
     def entries_by_id(self, ids: Iterable[int]) -> dict[int, tuple]:
         """entry id -> (id, instruction, confidence, item text, source, pref id, pref text)."""
@@ -220,7 +249,7 @@ class MemoryStore(SQLiteFile):
     def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
         cur = conn.execute(
             "INSERT INTO preferences(text, embedding, created_at) VALUES (?, ?, ?)",
-            (self.sealer.seal(text), to_blob(vector), time.time()),
+            (self.sealer.seal(text), self.seal_vector(to_blob(vector)), time.time()),
         )
         # a new preference may make old items relevant: judge them again when they return
         self.set_meta(conn, "epoch", self.epoch + 1)
@@ -269,7 +298,7 @@ class MemoryStore(SQLiteFile):
         conn.executemany(
             "INSERT OR IGNORE INTO items(text, source, external_id, content_hash, created_at) "
             "VALUES (?, ?, ?, ?, ?)",
-            [(self.sealer.seal(t), self.sealer.seal(s), x, key, now)
+            [(self.sealer.seal(t), self.sealer.seal(s), self.sealer.id_hash(x), key, now)
              for key, (t, s, x) in items.items()],
         )
         new_ids: list[int] = []
@@ -284,7 +313,7 @@ class MemoryStore(SQLiteFile):
                 "instruction=excluded.instruction, embedding=excluded.embedding, "
                 "confidence=excluded.confidence, updated_at=? RETURNING id",
                 (item_id, entry.preference_id, self.sealer.seal(entry.instruction),
-                 encode(entry.embedding, self.vector_format),
+                 self.seal_vector(encode(entry.embedding, self.vector_format)),
                  entry.confidence, now, now, now),
             )
             new_ids.append(int(cur.fetchone()[0]))

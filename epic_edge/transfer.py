@@ -54,7 +54,7 @@ def export_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     path = Path(path)
     header = {"format": FORMAT, "version": VERSION, "embedder": memory.embedder.fingerprint,
               "dim": dim, "entry_vector": store.entry_vector, "tau": memory.tau,
-              "exported_at": time.time()}
+              "ids_hashed": store.sealer.enabled, "exported_at": time.time()}
     prefs = store.query("SELECT id, text, created_at FROM preferences WHERE active=1 ORDER BY id")
     items = store.query("SELECT id, text, source, external_id, created_at FROM items ORDER BY id")
     entries = store.query("SELECT item_id, preference_id, instruction, confidence, created_at, "
@@ -82,7 +82,8 @@ def export_memory(memory: Memory, path: str | Path) -> dict[str, int]:
                       "instruction": read_form(o(instruction), item_text, by_pref[pid]),
                       "confidence": confidence,
                       "created_at": e_created, "updated_at": updated,
-                      "vector": _vector_text(decode(blob, dim, store.vector_format))})
+                      "vector": _vector_text(decode(store.open_vector(blob), dim,
+                                                    store.vector_format))})
     return {"preferences": len(prefs), "items": len(items), "entries": len(entries)}
 
 
@@ -178,9 +179,11 @@ def import_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     sealer = memory.store.sealer
     keys = {old: sealer.content_hash(item["text"]) for old, item in data.items.items()}
     linked = {e["item"] for e in data.entries}
+    # an encrypted memory keeps item ids only as keyed hashes: those do not travel
+    hashed = bool(data.header.get("ids_hashed"))
     items = {keys[old]: (" ".join(item["text"].split()), str(item.get("source") or ""),
-                         str(item.get("external_id") or "")) for old, item in data.items.items()
-             if old in linked}
+                         "" if hashed else str(item.get("external_id") or ""))
+             for old, item in data.items.items() if old in linked}
     if reuse:
         vectors = normalize_rows(np.array(
             [_vector_from(e["vector"], dim, e["where"]) for e in data.entries], np.float32

@@ -1,11 +1,12 @@
 """Regenerate RELIABILITY.md: kill runs, fuzz cases, concurrency runs, verification faults,
-concurrent edits, eviction behaviour.
+concurrent edits, eviction behaviour, privacy at rest, network.
 
     .venv/bin/python scripts/reliability_report.py [--kills 100] [--concurrency 5]
 
 Runs the same harnesses as the test suite (tests/crash_harness.py, tests/fault_harness.py,
-tests/test_fuzz.py, tests/test_concurrency.py), at full length, and writes RELIABILITY.md at
-the repo root.
+tests/test_fuzz.py, tests/test_concurrency.py, tests/test_privacy_at_rest.py,
+tests/network_watch.py), at full length, and writes RELIABILITY.md at the repo root. The
+network section needs the linux-cpu models ($EPIC_EDGE_MODELS) and, to see native code, strace.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("EPIC_FUZZ_EXAMPLES", "1000")
 
+import privacy_report  # noqa: E402
 import test_concurrency  # noqa: E402
 import test_fuzz  # noqa: E402
 from crash_harness import open_fake_memory, run_kill_trials  # noqa: E402
@@ -159,6 +161,7 @@ def main() -> int:
     faults, fault_notes = verification_faults(args.fault_rounds)
     edits, edit_notes = concurrent_edits(args.edit_runs)
     evict = eviction()
+    at_rest, net = privacy_report.privacy_at_rest(), privacy_report.network()
     text = f"""# Reliability report
 
 Regenerate with `.venv/bin/python scripts/reliability_report.py` (this run: --kills {args.kills}
@@ -196,6 +199,17 @@ page evicts twice as many the next time). A byte budget cannot go below the file
 here); below it every entry goes and the file stays at the floor.
 
 {chr(10).join(evict)}
+
+## Privacy at rest
+
+With a key, text, vectors and item ids are sealed (AES-GCM; ids and content hashes keyed
+HMACs); each cell counts the stored values whose clear bytes occur in the file and its WAL.
+
+{chr(10).join(at_rest)}
+
+## Network
+
+{chr(10).join(net)}
 """
     notes = fuzz_notes + con_notes + fault_notes + edit_notes
     if notes:

@@ -233,23 +233,6 @@ def test_setup_and_export_silence_other_libraries():
     assert err.strip().splitlines() == ["WARNING:epic_edge.export:our own warning"]
 
 
-def test_an_encrypted_memory_through_the_key_file(cli, tmp_path, monkeypatch):
-    pytest.importorskip("cryptography")
-    key = tmp_path / "memory.key"
-    key.write_text(bytes(range(32)).hex() + "\n")
-    code, out, _ = cli("prefs", "add", "I follow a strict vegan diet", "--key-file", str(key))
-    assert code == 0 and "vegan" in out
-    code, _, err = cli("prefs", "ls")
-    assert code == 2 and "encrypted" in err and "Traceback" not in err
-    monkeypatch.setenv("EPIC_EDGE_KEY_FILE", str(key))
-    code, out, _ = cli("prefs", "ls", "--json")
-    assert code == 0 and json.loads(out)[0]["text"] == "I follow a strict vegan diet"
-    key.write_bytes(b"short")
-    code, _, err = cli("prefs", "ls")
-    assert code == 2 and "32-byte key" in err
-    code, _, err = cli("prefs", "ls", "--key-file", str(tmp_path / "missing.key"))
-    assert code == 2 and "cannot read the key file" in err
-
 
 def test_ingest_exits_1_when_the_verifier_fails_and_a_rerun_judges_the_items(
         cli, tmp_path, reference_models, capsys):
@@ -283,7 +266,8 @@ def test_non_utf8_arguments_and_lone_surrogates_are_not_tracebacks(
     assert code == 0 and "Traceback" not in err
     odd = tmp_path / os.fsdecode(b"odd\xff.epic")
     profile = str(tmp_path / "test-cpu.toml")
+    options = ["--memory", str(odd), "--profile", profile, "--models", str(reference_models)]
+    assert main(["prefs", "add", "I cook vegan", *options]) == 0  # info reads, never creates
     capsys.readouterr()
-    assert main(["info", "--memory", str(odd), "--profile", profile,
-                 "--models", str(reference_models)]) == 0
+    assert main(["info", *options]) == 0
     assert "odd\\udcff.epic" in capsys.readouterr().out

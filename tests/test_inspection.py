@@ -191,3 +191,19 @@ def test_an_encrypted_memory_exports_with_its_key_only(tmp_path):
     assert ITEMS[0]["text"] in (tmp_path / "secret.jsonl").read_text()
     with pytest.raises(MemoryFileError, match="encrypted"):
         open_fake(tmp_path / "secret.epic")
+
+
+def test_forget_by_id_in_an_encrypted_memory(tmp_path):
+    """With a key, item ids are stored as keyed hashes; forget finds an item and its chunks."""
+    pytest.importorskip("cryptography")
+    from epic_edge.crypto import Sealer
+
+    with open_fake(tmp_path / "secret.epic", key=Sealer.new_key()) as memory:
+        memory.add_preferences([VEGAN])
+        memory.consolidate_threshold = None
+        long_text = " ".join(f"Vegan meal {n} leaves out meat and dairy." for n in range(70))
+        memory.ingest([ITEMS[0], {"text": long_text, "id": "doc"}])
+        entries = memory.entries()
+        assert len(entries) > 2 and "note-1" not in {e.external_id for e in entries}
+        assert memory.forget("doc") == len(entries) - 1
+        assert memory.forget("note-1") == 1 and memory.entries() == [] and memory.check().ok

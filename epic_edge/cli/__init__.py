@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("epic_edge.cli.calibrate", "pick tau for an embedder from the labelled set"),
     "check": ("epic_edge.cli.check", "integrity check of a memory file"),
     "budget": ("epic_edge.cli.budget", "show or set a memory's entry or byte cap (evicts)"),
+    "keygen": ("epic_edge.cli.keygen", "write a new encryption key file (mode 600)"),
     "ls": ("epic_edge.cli.ls", "list the stored entries of a memory, a page at a time"),
     "forget": ("epic_edge.cli.forget", "delete one item and its entries from a memory"),
     "explain": ("epic_edge.cli.explain", "say why a text would (not) be kept, stage by stage"),

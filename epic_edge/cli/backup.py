@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.file.exists() and not args.force:
         raise InvalidInputError(f"{args.file} exists; pass --force to replace it")
-    with open_memory(args) as memory:
+    with open_memory(args, read_only=True) as memory:
         counts = memory.export_jsonl(args.file)
     if args.json:
         print_json({"file": str(args.file), **counts})

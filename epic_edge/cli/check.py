@@ -13,7 +13,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_memory_options(p)
     args = p.parse_args(argv)
-    with open_memory(args) as memory:
+    with open_memory(args, read_only=True) as memory:
         report = memory.check()
     if args.json:
         print_json({"ok": report.ok, "problems": report.problems, "counts": report.counts})

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import InvalidInputError
+from epic_edge.crypto import parse_key, read_key_file
 from epic_edge.memory import Memory
 from epic_edge.profiles import DEFAULT_PROFILE
 
@@ -22,8 +22,16 @@ def default_memory_path() -> Path:
     return Path.home() / ".local" / "share" / "epic-edge" / "memory.epic"
 
 
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated options (`--key` must not stand for --key-file), subcommands included."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def parser(command: str, description: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=f"epic-edge {command}", description=description)
+    return _Parser(prog=f"epic-edge {command}", description=description)
 
 
 def add_memory_options(p: argparse.ArgumentParser) -> None:
@@ -31,8 +39,9 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                    help="memory file (default: $EPIC_EDGE_MEMORY or "
                         "~/.local/share/epic-edge/memory.epic)")
     p.add_argument("--key-file", type=Path, default=None,
-                   help="file holding the memory's encryption key (32 bytes, or 64 hex "
-                        "digits; default: $EPIC_EDGE_KEY_FILE; never the key itself)")
+                   help="file (mode 600) holding the memory's encryption key, hex or base64 "
+                        "(`epic-edge keygen FILE` writes one); or set $EPIC_EDGE_KEY. The key "
+                        "itself is never an argument: it would show in `ps`")
     add_profile_options(p)
 
 
@@ -44,31 +53,18 @@ def add_profile_options(p: argparse.ArgumentParser) -> None:
                    help="model folder (default: $EPIC_EDGE_MODELS or ~/.cache/epic-edge/models)")
 
 
-def read_key(path: Path | None) -> bytes | None:
-    """The key in `path` (or $EPIC_EDGE_KEY_FILE): 32 raw bytes or 64 hex digits."""
-    if path is None:
-        env = os.environ.get("EPIC_EDGE_KEY_FILE")
-        path = Path(env).expanduser() if env else None
-    if path is None:
-        return None
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read the key file {path}: {exc.strerror}") from None
-    text = raw.strip()
-    if len(text) == 64:
-        try:
-            return bytes.fromhex(text.decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
-            pass
-    if len(raw) == 32:
-        return raw
-    raise InvalidInputError(f"{path} must hold a 32-byte key (raw, or as 64 hex digits)")
+def memory_key(key_file: Path | None) -> bytes | None:
+    """The key from --key-file, else $EPIC_EDGE_KEY, else None (an unencrypted memory)."""
+    if key_file is not None:
+        return read_key_file(key_file)
+    env = os.environ.get("EPIC_EDGE_KEY")
+    return parse_key(env, "$EPIC_EDGE_KEY") if env else None
 
 
-def open_memory(args: argparse.Namespace) -> Memory:
+def open_memory(args: argparse.Namespace, *, read_only: bool = False) -> Memory:
+    """The memory the options name; read-only commands neither create nor change a file."""
     return Memory.open(args.memory or default_memory_path(), args.profile, model_dir=args.models,
-                       key=read_key(getattr(args, "key_file", None)))
+                       key=memory_key(args.key_file), read_only=read_only)
 
 
 def print_json(value: Any) -> None:

@@ -12,7 +12,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print as JSON")
     add_memory_options(p)
     args = p.parse_args(argv)
-    with open_memory(args) as memory:
+    with open_memory(args, read_only=True) as memory:
         info = memory.info()
     if args.json:
         print(json.dumps(info, indent=2))

@@ -18,7 +18,7 @@ def main(argv: list[str]) -> int:
     pref = args.preference
     if pref is not None and pref.isdigit():
         pref = int(pref)
-    with open_memory(args) as memory:
+    with open_memory(args, read_only=True) as memory:
         entries = memory.entries(args.offset, args.limit, pref)
         total = memory.info()["entries"]
     if args.json:

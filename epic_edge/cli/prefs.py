@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
         add_memory_options(sp)
         sp.add_argument("--json", action="store_true", help="print as JSON")
     args = p.parse_args(argv)
-    with open_memory(args) as memory:
+    with open_memory(args, read_only=args.action == "ls") as memory:
         if args.action == "rm":
             key = int(args.preference) if args.preference.isdigit() else args.preference
             removed = memory.remove_preference(key)
