@@ -43,24 +43,25 @@ def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,
     return np.stack([pref, item], axis=1).astype(np.float64)
 
 
-def choose_gate(own: np.ndarray, none: np.ndarray, max_own_withheld: float = 0.05,
+def choose_gate(own: np.ndarray, none: np.ndarray, min_refused: float = 0.80,
                 grid: np.ndarray | None = None) -> dict[str, float]:
     """Memory is used when the closest preference >= gate OR the best kept item >= item_gate.
 
-    Picks, on the given evidence rows, the pair that withholds memory from at most
-    `max_own_withheld` of the personas' own questions and from the most questions that bear
-    on no preference."""
+    Picks, on the given evidence rows, the pair that refuses memory to at least `min_refused`
+    of the questions that bear on no preference and withholds it from the fewest of the
+    personas' own questions (implicit questions included); ties go to more refusals."""
     grid = np.round(np.arange(0.10, 0.65, 0.01), 2) if grid is None else grid
     best: dict[str, float] = {}
     for gate in grid:
         for item_gate in grid:
             used_own = (own[:, 0] >= gate) | (own[:, 1] >= item_gate)
             used_none = (none[:, 0] >= gate) | (none[:, 1] >= item_gate)
-            withheld = 1.0 - float(used_own.mean())
-            if withheld > max_own_withheld:
-                continue
             refused = 1.0 - float(used_none.mean())
-            if not best or refused > best["no_memory_none"]:
+            if refused < min_refused:
+                continue
+            withheld = 1.0 - float(used_own.mean())
+            if not best or (withheld, -refused) < (best["no_memory_own"],
+                                                   -best["no_memory_none"]):
                 best = {"gate": float(gate), "item_gate": float(item_gate),
                         "no_memory_own": withheld, "no_memory_none": refused}
     return best

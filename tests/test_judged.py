@@ -105,7 +105,7 @@ def test_cohen_kappa_and_agreement():
 def test_choose_gate_keeps_own_questions_and_refuses_the_rest():
     own = np.array([[0.5, 0.1], [0.05, 0.45], [0.4, 0.4], [0.3, 0.25]])
     none = np.array([[0.1, 0.2], [0.15, 0.1], [0.35, 0.1]])
-    best = choose_gate(own, none, max_own_withheld=0.0)
+    best = choose_gate(own, none, min_refused=1.0)
     assert best["no_memory_own"] == 0.0
     used_own = (own[:, 0] >= best["gate"]) | (own[:, 1] >= best["item_gate"])
     assert used_own.all() and best["no_memory_none"] == pytest.approx(1.0)

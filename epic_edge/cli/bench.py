@@ -95,6 +95,7 @@ def main(argv: list[str]) -> int:
                              profile=args.profile, models=args.models, tau=args.tau,
                              variants=not args.no_variants)
         done = pooling.pool(result, args.out)
+        result.pop("passages")  # corpus text stays in the corpora, never in results
         common.write_json(result, args.json)
         print(f"{done['rows']} unjudged (question, passage) rows over {done['questions']} "
               f"questions in {len(done['batches'])} batches under {args.out}/")
@@ -117,6 +118,7 @@ def main(argv: list[str]) -> int:
                              profile=args.profile, models=args.models, tau=args.tau,
                              variants=not args.no_variants)
         text = quality.render(result)
+        result.pop("passages")  # corpus text stays in the corpora, never in results
     else:
         result = stream.run(persona=args.persona, items=args.items, batches=args.batches,
                             drift=args.drift, seed=args.seed, corpus=args.corpus,
