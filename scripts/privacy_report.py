@@ -54,15 +54,14 @@ def _scan(folder: Path, key: bytes | None, fmt: str
         items = [{"text": text, "id": f"record-{n:02d}-{i:03d}"}
                  for n in range(6) for i, text in enumerate(batch_items(n))]
         memory.ingest(items)
-        entry_ids = [r[0] for r in memory.store.query("SELECT id FROM entries")]
-        instructions = [e[1] for e in memory.store.entries_by_id(entry_ids).values()]
-        prefs, entries = memory.embedder.embed(PREFERENCES), memory.embedder.embed(instructions)
+        prefs = memory.embedder.embed(PREFERENCES)
+        entries = memory.store.entry_vectors(memory.embedder.dim)[1]  # as indexed, unsealed
         stored_items = memory.store.count("items")
         modes = [stat.S_IMODE(p.stat().st_mode) for p in (folder, *folder.iterdir())]
     raw = _raw(path)
     return {
         "preference vectors": (sum(encode(v) in raw for v in prefs), len(prefs)),
-        "instruction vectors": (sum(encode(v, fmt) in raw for v in entries), len(entries)),
+        "entry vectors": (sum(encode(v, fmt) in raw for v in entries), len(entries)),
         "item ids": (sum(i["id"].encode() in raw for i in items), stored_items),
         "preference texts": (sum(p.encode() in raw for p in PREFERENCES), len(PREFERENCES)),
     }, modes
@@ -77,7 +76,7 @@ def privacy_at_rest() -> list[str]:
              f"int8, a schema-2 file sealed on open, owner-only modes, keys from the environment "
              f"and key files, 4 read-only commands on a foreign and on a missing file): "
              f"**{outcomes.passed} passed**, {outcomes.failed} failed, {outcomes.skipped} skipped",
-             "", "| file | format | preference vectors | instruction vectors | item ids | "
+             "", "| file | format | preference vectors | entry vectors | item ids | "
              "preference texts |", "|---|---|---|---|---|---|"]
     modes: dict[str, int] = {}
     for label, key in (("with a key", Sealer.new_key()), ("no key (control)", None)):

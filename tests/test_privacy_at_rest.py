@@ -45,10 +45,13 @@ def test_with_a_key_vectors_and_ids_are_not_in_clear(tmp_path, vector_format):
     path, key = tmp_path / "m.epic", Sealer.new_key()
     hit, instruction = _build(path, key, vector_format)
     emb = BagOfWordsEmbedder()
-    pref_vector, entry_vector = emb.embed([PREFERENCE, instruction])
+    # what an entry may be indexed by (linux-cpu: the item's own vector)
+    pref_vector, item_vector, instruction_vector = emb.embed([PREFERENCE, ITEM["text"],
+                                                              instruction])
     raw = _raw(path)
     assert encode(pref_vector, "float32") not in raw  # a guessed preference cannot be matched
-    assert encode(entry_vector, vector_format) not in raw
+    assert encode(item_vector, vector_format) not in raw
+    assert encode(instruction_vector, vector_format) not in raw
     assert ITEM["id"].encode() not in raw
     with _open(path, key) as memory:  # decrypted at open into the in-memory index
         again = memory.retrieve("diabetes dinner")[0]
@@ -56,6 +59,15 @@ def test_with_a_key_vectors_and_ids_are_not_in_clear(tmp_path, vector_format):
         assert memory.check().ok
         stats = memory.ingest([{"text": ITEM["text"] + " and beans", "id": ITEM["id"]}])
         assert stats[0].replaced == 1  # ids still match when an item returns
+
+
+@pytest.mark.parametrize("vector_format", ["float32", "int8"])
+def test_without_a_key_the_entry_vector_is_in_clear(tmp_path, vector_format):
+    """The control: the scan above finds the item's vector when nothing seals it."""
+    path = tmp_path / "m.epic"
+    _build(path, None, vector_format)
+    item_vector = BagOfWordsEmbedder().embed([ITEM["text"]])[0]
+    assert encode(item_vector, vector_format) in _raw(path)
 
 
 def _as_schema_2(path, key):
