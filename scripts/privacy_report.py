@@ -55,7 +55,9 @@ def _scan(folder: Path, key: bytes | None, fmt: str
                  for n in range(6) for i, text in enumerate(batch_items(n))]
         memory.ingest(items)
         prefs = memory.embedder.embed(PREFERENCES)
-        entries = memory.store.entry_vectors(memory.embedder.dim)[1]  # as indexed, unsealed
+        ids = [r[0] for r in memory.store.query("SELECT id FROM entries")]
+        # each entry's vector as ingest computed it (linux-cpu indexes the item's own)
+        entries = memory.embedder.embed([e[3] for e in memory.store.entries_by_id(ids).values()])
         stored_items = memory.store.count("items")
         modes = [stat.S_IMODE(p.stat().st_mode) for p in (folder, *folder.iterdir())]
     raw = _raw(path)
