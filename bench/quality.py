@@ -21,7 +21,7 @@ from epic_edge.bench.variants import VARIANTS, KeptEntries, texts_only
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.datasets import load_prefeval, load_prefwiki
 from epic_edge.errors import InvalidInputError
-from epic_edge.retrieval import best_raw_score
+from epic_edge.retrieval import best_raw_score, uses_memory
 
 SELF_GRADED = ("pap", "hit")  # figures where EPIC's own filing decides: self-consistency only
 
@@ -110,10 +110,7 @@ def retrieval_config(memory: Any) -> dict[str, float | None]:
 def gate_allows(evidence: list[float], config: dict[str, Any]) -> bool:
     """The memory-use decision of epic_edge.retrieval.lookup, from recorded evidence
     (closest preference similarity, best entry score for the raw question)."""
-    gate, item_gate = config.get("gate"), config.get("item_gate")
-    if gate is None or evidence[0] >= gate:
-        return True
-    return item_gate is not None and evidence[1] >= item_gate
+    return uses_memory(evidence[0], evidence[1], config.get("gate"), config.get("item_gate"))
 
 
 def rescore(result: dict[str, Any], labels: dict, config: dict[str, Any] | None = None,
@@ -214,8 +211,8 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
     for q in questions:
         gold = ids[q.block]
         qv = embedder.embed([q.question])[0]
-        routed.append(ids[steer_vector(qv, pref_vectors)[1]] == gold)
-        steered = steer_vector(qv, pref_vectors)[0]
+        steered, best = steer_vector(qv, pref_vectors)
+        routed.append(ids[best] == gold)
         ranked: dict[str, list[str]] = {}
         ranked["store-everything"], ms0 = _timed(_search, everything.store, qv, k)
         ranked["store-everything+steer"], ms1 = _timed(_search, everything.store, steered, k)

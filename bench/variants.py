@@ -38,7 +38,6 @@ class KeptEntries:
         ids, _ = memory.store.entry_vectors(memory.embedder.dim)
         rows = memory.store.entries_by_id(ids)
         self.texts = [rows[int(i)][3] for i in ids]
-        self.preference_ids = [rows[int(i)][5] for i in ids]
         empty = np.empty((0, memory.embedder.dim), np.float32)
         self.item_vectors = embedder.embed(self.texts) if self.texts else empty
         self.instruction_vectors = (embedder.embed([rows[int(i)][1] for i in ids])

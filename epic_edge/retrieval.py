@@ -57,7 +57,7 @@ def lookup(
     reason = f"closest preference at similarity {similarity:.3f}"
     if gate is not None and similarity < gate:
         evidence = best_raw_score(memory, q) if item_gate is not None else None
-        if evidence is None or evidence < item_gate:
+        if not uses_memory(similarity, evidence, gate, item_gate):
             found = "" if evidence is None else (f" and its best entry at {evidence:.3f} < "
                                                  f"{item_gate:.3f}")
             return Retrieval([], preference, similarity, False,
@@ -83,6 +83,15 @@ def lookup(
                   else "no entry found")
         return Retrieval([], preference, similarity, False, reason, timings)
     return Retrieval(hits, preference, similarity, True, reason, timings)
+
+
+def uses_memory(similarity: float, best_entry: float | None, gate: float | None,
+                item_gate: float | None) -> bool:
+    """The memory-use decision: the closest preference passes `gate`, or the best entry for
+    the raw question passes `item_gate` (None switches a test off; no gate: always)."""
+    if gate is None or similarity >= gate:
+        return True
+    return item_gate is not None and best_entry is not None and best_entry >= item_gate
 
 
 def best_raw_score(memory: Memory, q: np.ndarray) -> float:
