@@ -115,7 +115,10 @@ class CrossEncoderVerifier:
         if missing:
             if len(self._pref_vectors) + len(missing) > PREFERENCE_CACHE:
                 self._pref_vectors.clear()
-            self._pref_vectors.update(zip(missing, self._run(self._tok.encode_batch(missing))))
+            # one at a time: int8 scales each batch by its own range, so a preference's vector
+            # (and every verdict) would depend on which preferences arrived with it
+            self._pref_vectors.update((t, self._run(self._tok.encode_batch([t]))[0])
+                                      for t in missing)
         vecs = {p: self._pref_vectors[p] for p in prefs}
         vecs.update((t, self._passages[t]) for t in passages if t in self._passages)
         texts = [t for t in dict.fromkeys(passages) if t not in vecs]
