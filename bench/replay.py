@@ -1,0 +1,74 @@
+"""Verdicts judged ahead (by a worker pool) and replayed to a memory's ingest, in any engine."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from epic_edge.stages import coarse_filter
+from epic_edge.types import Preference, Verdict
+
+# A job: the item's text and its coarse-filter survivors' texts, best first (what a verifier
+# sees). Its verdict names survivors by position (0, 1, ...), not by a memory's row ids.
+Job = tuple[str, tuple[str, ...]]
+
+
+def survivors(vectors: np.ndarray, pref_vectors: np.ndarray, tau: float) -> list[list[int]]:
+    """Per item row, the preference rows that pass the coarse filter, best first (the
+    ingest's own stage, epic_edge.stages.coarse_filter, with positions as ids)."""
+    positions = [Preference(j, "") for j in range(len(pref_vectors))]
+    return [[c.preference.id for c in row]
+            for row in coarse_filter(vectors, positions, pref_vectors, tau)]
+
+
+def judge(verifier: Any, jobs: Sequence[Job]) -> list[Verdict]:
+    """Each job's verdict from a real verifier, called as the ingest calls it (one item, its
+    survivors); the verdict's preference ids are survivor positions."""
+    from epic_edge.stages import Candidate, fine_verify
+
+    out = []
+    for text, prefs in jobs:
+        cands = [Candidate(Preference(j, p), 0.0) for j, p in enumerate(prefs)]
+        out.append(fine_verify(verifier, text, cands))
+    return out
+
+
+class ReplayVerifier:
+    """Answers verify() from verdicts judged ahead; a call it has no verdict for goes to the
+    real verifier (`fallback`, built on first use) and is counted in `misses`."""
+
+    def __init__(self, verdicts: dict[Job, Verdict] | None = None,
+                 fallback: Callable[[], Any] | None = None) -> None:
+        self.verdicts: dict[Job, Verdict] = dict(verdicts or {})
+        self._fallback = fallback
+        self._real: Any = None
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def add(self, jobs: Iterable[Job], verdicts: Iterable[Verdict]) -> None:
+        self.verdicts.update(zip(jobs, verdicts))
+
+    def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
+        candidates = list(candidates)
+        known = self.verdicts.get((item, tuple(p.text for p in candidates)))
+        with self._lock:
+            if known is None:
+                self.misses += 1
+                return self._real_verifier().verify(item, candidates)
+            self.hits += 1
+        ids = [candidates[j].id for j in known.preference_ids]
+        return Verdict(keep=known.keep, preference_ids=ids,
+                       instructions={candidates[j].id: known.instructions[j]
+                                     for j in known.preference_ids},
+                       reason=known.reason, confidence=known.confidence,
+                       llm_calls=known.llm_calls)
+
+    def _real_verifier(self) -> Any:
+        if self._real is None:
+            if self._fallback is None:
+                raise RuntimeError("no verdict judged ahead for this item and no fallback")
+            self._real = self._fallback()
+        return self._real
