@@ -72,8 +72,10 @@ def run(out: Path, *, corpus: str = "sample", personas: str | None = "0-1",
         jobs = {p: _jobs(items, prefs[p], cands[:, n]) for n, p in enumerate(chosen)}
         urls = servers or [None]
         vspecs = [(*vspec, urls[w % len(urls)]) for w in range(workers)]
-        verdicts, stages["verify_s"] = ray_engine.verify_all(
-            [j for js in jobs.values() for j in js], vspecs, progress=progress)
+        pool = ray_engine.VerifierPool(vspecs)
+        verdicts, stages["verify_s"] = pool.judge([j for js in jobs.values() for j in js],
+                                                  progress=progress)
+        pool.close()
         t0 = time.perf_counter()
         shared = ray.put(items), ray.put(vectors)
         rows = ray_engine.per_persona(build_persona, [

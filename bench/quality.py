@@ -16,6 +16,7 @@ from epic_edge.bench import common, corpora, metrics, policy, relevance
 from epic_edge.bench.judged_metrics import aggregate as judged_aggregate
 from epic_edge.bench.judged_metrics import score_list
 from epic_edge.bench.quality_summary import render, summary, verifier_note
+from epic_edge.bench.ray_bench import engine_cluster
 from epic_edge.bench.systems import SYSTEMS, Borrowed, EpicMemory, RawItems, steer_vector
 from epic_edge.bench.variants import VARIANTS, KeptEntries, texts_only
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
@@ -31,11 +32,14 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         profile: str = "linux-cpu", models: Path | None = None, k: int = 5,
         tau: float | None = None, variants: bool = True, workdir: Path | None = None,
         progress: bool = True, log=print, embedder: Any = None,
-        judged_root: Path | None = None) -> dict[str, Any]:
+        judged_root: Path | None = None, engine: str = "local", address: str | None = None,
+        workers: int = 2) -> dict[str, Any]:
     """Build every system per persona of the judged set and rank its questions; return the JSON.
 
     Judged figures come from bench/judged/judgments.jsonl; `retrieved` (qid -> system ->
     passage ids) is kept in the result so that `bench pool` can send unjudged hits to readers.
+    engine "ray": the corpus is embedded and the verdicts judged on a Ray cluster (`address`,
+    default a local one; `workers` actors per stage), with the same figures.
     """
     started = time.perf_counter()
     prof, model_dir = common.profile_and_models(profile, models)
@@ -51,8 +55,11 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         by_persona[q.persona].append(q)
     embedder = embedder or common.make_embedder(prof, model_dir)
     items = corpora.load(corpus)
-    vectors, embed_s = corpus_vectors(corpus, items, embedder, corpora.data_dir() / "vectors",
-                                      progress=progress)
+    cluster = engine_cluster(engine, profile, model_dir, verifier, instructions, address,
+                             workers, progress)
+    vectors, embed_s = (cluster.corpus_vectors(corpus, items, embedder) if cluster else
+                        corpus_vectors(corpus, items, embedder, corpora.data_dir() / "vectors",
+                                       progress=progress))
     cached = CachedEmbedder(embedder, [it.text for it in items], vectors)
     root_tmp = tempfile.TemporaryDirectory(prefix="epic-bench-")
     root = Path(workdir or root_tmp.name)
@@ -66,8 +73,13 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     log(f"bench quality: {len(questions)} judged questions ({split}), {len(by_persona)} "
         f"personas, {corpus} corpus ({len(items)} chunks), verifier {verifier}, tau {tau}; {note}")
     verifier_obj = common.make_verifier(prof, model_dir, verifier, instructions)
-    _warm_passages(verifier_obj, items, corpus, progress)
+    passages = _warm_passages(verifier_obj, items, corpus, progress, cluster)
     wiki = load_prefwiki()
+    if cluster is not None:
+        cluster.start_pool(passages)
+        personas_prefs = [(common.persona_questions(wiki[p])[0], None) for p in by_persona]
+        verifier_obj = cluster.judged_ahead(verifier_obj, items, vectors, personas_prefs,
+                                            cached, tau)
     per_persona, retrieved, passages, evidence = [], {}, {}, {}
     try:
         for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
@@ -83,6 +95,8 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         root_tmp.cleanup()
         if hasattr(verifier_obj, "close"):
             verifier_obj.close()
+        if cluster is not None:
+            cluster.close()
     labels = relevance.primary_labels(relevance.load_judgments(judged_root))
     config = {"gate": prof.retrieval.get("gate"), "item_gate": prof.retrieval.get("item_gate")}
     result = {
@@ -97,6 +111,7 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         "systems": {}, "per_persona": per_persona, "retrieved": retrieved,
         "passages": passages, "epic_evidence": evidence,
         "elapsed_s": time.perf_counter() - started, "machine": common.machine(),
+        "engine": cluster.describe(verifier_obj) if cluster else {"name": "local"},
         "peak_rss_mb": common.peak_rss_mb(),
     }
     result["policy"] = policy.calibrate(per_persona, dict(prof.retrieval))
@@ -156,14 +171,19 @@ def judged_systems(questions: list[relevance.Question], retrieved: dict, per_per
     return out
 
 
-def _warm_passages(verifier: Any, items: list, corpus: str, progress: bool) -> None:
+def _warm_passages(verifier: Any, items: list, corpus: str, progress: bool,
+                   cluster: Any = None) -> tuple[list[str], np.ndarray] | None:
     """Give a siamese learned verifier the corpus's passage vectors, computed once and cached
-    (the same vectors it would compute item by item, so kept items do not change)."""
+    (the same vectors it would compute item by item, so kept items do not change); returns
+    them (None for another verifier) for the workers of a cluster."""
     if getattr(verifier, "kind", None) != "siamese":
-        return
-    vectors, _ = corpus_vectors(f"{corpus}-verifier", items, verifier,
-                                corpora.data_dir() / "vectors", progress=progress)
+        return None
+    name = f"{corpus}-verifier"
+    vectors, _ = (cluster.corpus_vectors(name, items, verifier, kind="verifier") if cluster
+                  else corpus_vectors(name, items, verifier, corpora.data_dir() / "vectors",
+                                      progress=progress))
     verifier.remember_passages([it.text for it in items], vectors)
+    return [it.text for it in items], vectors
 
 
 def _store_everything_bytes(root: Path, embedder: Any, items: list, vectors: np.ndarray,

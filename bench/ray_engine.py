@@ -132,29 +132,38 @@ class VerifyWorker:
         return index, judge(self.verifier, jobs)
 
 
-def verify_all(jobs: Sequence[Job], specs: Sequence[tuple], passages: tuple | None = None,
-               progress: bool = True) -> tuple[dict[Job, Verdict], float]:
-    """Every distinct job's verdict from a pool of one VerifyWorker per spec; (verdicts, s)."""
-    ray = start()
-    from ray.util import ActorPool
+class VerifierPool:
+    """A pool of one VerifyWorker actor per spec (each loads its verifier once); judge() sends
+    it lists of jobs, as many at a time as there are actors."""
 
-    started = time.perf_counter()
-    distinct = list(dict.fromkeys(jobs))
-    if not distinct:
-        return {}, 0.0
-    worker = ray.remote(num_cpus=1)(VerifyWorker)
-    shared = ray.put(passages) if passages is not None else None
-    pool = ActorPool([worker.remote(spec, shared) for spec in specs])
-    chunks = [distinct[s:s + JOBS_PER_CALL] for s in range(0, len(distinct), JOBS_PER_CALL)]
-    verdicts: dict[Job, Verdict] = {}
-    bar = _bar(len(distinct), "verify", "item", progress)
-    calls = pool.map_unordered(lambda actor, n: actor.judge.remote(n, chunks[n]),
-                               range(len(chunks)))
-    for chunk, done in calls:
-        verdicts.update(zip(chunks[chunk], done))
-        bar.update(len(done))
-    bar.close()
-    return verdicts, time.perf_counter() - started
+    def __init__(self, specs: Sequence[tuple], passages: tuple | None = None) -> None:
+        ray = start()
+        worker = ray.remote(num_cpus=1)(VerifyWorker)
+        shared = ray.put(passages) if passages is not None else None
+        self.actors = [worker.remote(spec, shared) for spec in specs]
+
+    def judge(self, jobs: Sequence[Job], progress: bool = True,
+              ) -> tuple[dict[Job, Verdict], float]:
+        """Every distinct job's verdict, and the seconds it took."""
+        from ray.util import ActorPool
+
+        started = time.perf_counter()
+        distinct = list(dict.fromkeys(jobs))
+        chunks = [distinct[s:s + JOBS_PER_CALL] for s in range(0, len(distinct), JOBS_PER_CALL)]
+        verdicts: dict[Job, Verdict] = {}
+        bar = _bar(len(distinct), "verify", "item", progress)
+        calls = ActorPool(self.actors).map_unordered(
+            lambda actor, n: actor.judge.remote(n, chunks[n]), range(len(chunks)))
+        for chunk, done in calls:
+            verdicts.update(zip(chunks[chunk], done))
+            bar.update(len(done))
+        bar.close()
+        return verdicts, time.perf_counter() - started
+
+    def close(self) -> None:
+        ray = start()
+        for actor in self.actors:
+            ray.kill(actor)
 
 
 def per_persona(fn: Callable[..., dict], calls: Sequence[tuple], progress: bool = True,

@@ -12,6 +12,8 @@ import numpy as np
 
 from epic_edge.baseline import StoreEverything
 from epic_edge.bench import common, corpora, metrics
+from epic_edge.bench.ray_bench import engine_cluster
+from epic_edge.bench.replay import ReplayVerifier
 from epic_edge.bench.systems import EpicMemory
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.errors import InvalidInputError, MissingExtraError
@@ -24,12 +26,14 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
         models: Path | None = None, tau: float | None = None, k: int = 5,
         plot: Path | None = None, progress: bool = True, log=print,
         embedder: Any = None, max_bytes: int | None = None,
-        max_entries: int | None = None) -> dict[str, Any]:
+        max_entries: int | None = None, engine: str = "local", address: str | None = None,
+        workers: int = 2) -> dict[str, Any]:
     """Stream `items` chunks in `batches` steps; each step, with probability `drift`, one
     preference is added or removed (fixed `seed`). Returns the per-step JSON.
 
     `max_bytes` / `max_entries` give EPIC's memory a budget (Memory.set_budget): after each
-    batch the entries with the lowest confidence leave until it fits."""
+    batch the entries with the lowest confidence leave until it fits. engine "ray": the corpus
+    is embedded and each batch's verdicts judged ahead on a Ray cluster, same figures."""
     if batches < 1 or items < batches:
         raise InvalidInputError("need at least one batch and one item per batch")
     loader, default_corpus = common.DATASETS[dataset]
@@ -40,16 +44,20 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
     prefs, questions = common.persona_questions(loader()[persona])
     emb = embedder or common.make_embedder(prof, model_dir)
     pool = corpora.load(corpus, limit=None if corpus != "chat" else 12_000)
-    vectors, _ = corpus_vectors(corpus, pool, emb, corpora.data_dir() / "vectors",
-                                progress=progress)
+    cluster = engine_cluster(engine, profile, model_dir, verifier, instructions, address,
+                             workers, progress)
+    vectors, _ = (cluster.corpus_vectors(corpus, pool, emb) if cluster else
+                  corpus_vectors(corpus, pool, emb, corpora.data_dir() / "vectors",
+                                 progress=progress))
     rng = random.Random(seed)
     order = rng.sample(range(len(pool)), min(items, len(pool)))
     cached = CachedEmbedder(emb, [pool[i].text for i in order], vectors[order])
     active = sorted(rng.sample(range(len(prefs)), min(initial, len(prefs))))
     steps, started = [], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="epic-bench-stream-") as tmp:
-        epic = EpicMemory(Path(tmp) / "stream.epic", prof, cached,
-                          common.make_verifier(prof, model_dir, verifier, instructions), tau,
+        real = common.make_verifier(prof, model_dir, verifier, instructions)
+        replay = ReplayVerifier(fallback=lambda: real) if cluster else None
+        epic = EpicMemory(Path(tmp) / "stream.epic", prof, cached, replay or real, tau,
                           [prefs[j] for j in active])
         block_of = {p.id: j for p, j in zip(epic.prefs, active)}
         if max_bytes is not None or max_entries is not None:
@@ -59,6 +67,11 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
         for step, chunk in enumerate(np.array_split(np.array(order), batches)):
             event = _drift(rng, drift, active, prefs, epic, block_of) if step else None
             batch = [pool[i] for i in chunk]
+            if cluster is not None:
+                steering = epic.memory.steering
+                cluster.judged_ahead(real, batch, vectors[chunk], [(
+                    [p.text for p in steering.preferences], steering.vectors)], cached, tau,
+                    replay)
             epic.ingest(batch)
             everything.add(batch, vectors[chunk])
             stored.extend(int(i) for i in chunk)
@@ -73,10 +86,14 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
                 f"{row['store_everything_pap']:.3f}" + (f" | {event}" if event else ""))
         epic.close()
         everything.close()
+        if cluster is not None:
+            getattr(real, "close", lambda: None)()
+            cluster.close()
     result = {"bench": "stream", "dataset": dataset, "corpus": corpus, "persona": persona,
               "seed": seed, "drift": drift, "verifier": verifier, "tau": tau, "k": k,
               "budget": {"max_bytes": max_bytes, "max_entries": max_entries},
               "steps": steps, "elapsed_s": time.perf_counter() - started,
+              "engine": cluster.describe(replay) if cluster else {"name": "local"},
               "machine": common.machine()}
     result["summary"] = _summary(steps)
     if plot is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +25,13 @@ def _key(embedder: Embedder, texts: Sequence[str]) -> str:
 
 def corpus_vectors(
     name: str, items: Sequence[Item], embedder: Embedder, cache_dir: Path, *,
-    progress: bool = True,
+    progress: bool = True, compute: Callable[[list[str]], tuple[np.ndarray, float]] | None = None,
 ) -> tuple[np.ndarray, float]:
     """(n, dim) unit vectors of `items`, and the seconds the embedding took when first made.
 
-    The first call embeds (resuming a partial run) and writes
-    `<cache_dir>/<name>-<key>.npy`; later calls load it.
+    The first call embeds (resuming a partial run; or all at once by `compute`, e.g. a Ray
+    pipeline, which returns (vectors, seconds)) and writes `<cache_dir>/<name>-<key>.npy`;
+    later calls load it.
     """
     texts = [it.text for it in items]
     key = _key(embedder, texts)
@@ -42,6 +43,10 @@ def corpus_vectors(
         return np.load(final), float(meta.get("seconds", float("nan")))
     done = np.load(partial) if partial.exists() else np.empty((0, embedder.dim), np.float32)
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {"seconds": 0.0}
+    if compute is not None and not len(done):
+        done, meta["seconds"] = compute(texts)
+        meta.update(fingerprint=embedder.fingerprint, count=len(done))
+        meta_path.write_text(json.dumps(meta))
     bar = None
     if progress:
         from tqdm import tqdm

@@ -12,30 +12,47 @@ from epic_edge.memory import Memory
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")
 
-PERSONAS = "0-2"  # three PrefWiki personas over the 300-chunk sample corpus
+PERSONAS = "0-1"  # two PrefWiki personas over the 300-chunk sample corpus
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory, reference_models):
+def cluster(tmp_path_factory):
+    """One local 2-CPU Ray cluster for the module; corpus caches in a fresh folder."""
+    from epic_edge.bench import ray_engine
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EPIC_EDGE_DATA", str(tmp_path_factory.mktemp("data")))
+    ray_engine.start(num_cpus=2)
+    yield
+    ray.shutdown()
+    mp.undo()
+
+
+def _quiet(*_args) -> None:
+    pass
+
+
+def _verifier(models) -> str:
+    return ("learned" if (models / "epic-verifier-minilm" / "model.onnx").exists()
+            else "template")
+
+
+@pytest.fixture(scope="module")
+def both(cluster, tmp_path_factory, reference_models):
     """(single-process result, Ray result) of `build` on the same inputs; blocks of 100
     chunks so the pipeline's two actors both embed."""
     from epic_edge.bench import ray_engine, vectors
 
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("build")
-    mp.setenv("EPIC_EDGE_DATA", str(tmp / "data"))
     mp.setattr(vectors, "BLOCK", 100)
     mp.setattr(ray_engine, "BLOCK", 100)
-    verifier = ("learned" if (reference_models / "epic-verifier-minilm" / "model.onnx").exists()
-                else "template")
-    options = dict(corpus="sample", personas=PERSONAS, verifier=verifier,
-                   models=reference_models, progress=False, log=lambda *_: None)
-    ray_engine.start(num_cpus=2)
+    options = dict(corpus="sample", personas=PERSONAS, verifier=_verifier(reference_models),
+                   models=reference_models, progress=False, log=_quiet)
     try:
         local = build.run(tmp / "local", engine="local", **options)
         on_ray = build.run(tmp / "ray", engine="ray", workers=2, **options)
     finally:
-        ray.shutdown()
         mp.undo()
     return local, on_ray, reference_models
 
@@ -93,3 +110,38 @@ def test_ray_switches_off_usage_stats(monkeypatch):
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
     ray_engine._ray()
     assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
+
+
+def test_bench_quality_on_ray_gives_the_same_figures(cluster, tmp_path, reference_models):
+    from epic_edge.bench import quality, relevance
+
+    relevance.write_questions(relevance.select_questions(personas=[0]), tmp_path)
+    options = dict(corpus="sample", personas="0", verifier=_verifier(reference_models),
+                   models=reference_models, variants=False, progress=False, log=_quiet,
+                   judged_root=tmp_path)
+    local = quality.run("all", **options)
+    on_ray = quality.run("all", engine="ray", **options)
+    assert on_ray["engine"]["replay_misses"] == 0 and on_ray["engine"]["replayed"] > 0
+    assert [r["kept_items"] for r in on_ray["per_persona"]] == \
+        [r["kept_items"] for r in local["per_persona"]]
+    assert on_ray["retrieved"] == local["retrieved"]
+    for qid, evidence in local["epic_evidence"].items():
+        assert on_ray["epic_evidence"][qid] == pytest.approx(evidence, abs=1e-6)
+    for name, cell in local["systems"].items():
+        assert on_ray["systems"][name]["per_question"] == cell["per_question"]
+
+
+def test_bench_stream_on_ray_gives_the_same_steps(cluster, reference_models):
+    from epic_edge.bench import stream
+
+    options = dict(corpus="sample", items=120, batches=3, drift=1.0, seed=3,
+                   verifier=_verifier(reference_models), models=reference_models,
+                   progress=False, log=_quiet)
+    local = stream.run(**options)
+    on_ray = stream.run(engine="ray", **options)
+    assert on_ray["engine"]["replay_misses"] == 0
+    assert [s["event"] for s in on_ray["steps"]] == [s["event"] for s in local["steps"]]
+    for one, many in zip(local["steps"], on_ray["steps"]):
+        assert (many["epic_bytes"], many["epic_entries"]) == (one["epic_bytes"],
+                                                              one["epic_entries"])
+        assert many["epic_pap"] == pytest.approx(one["epic_pap"], abs=1e-6, nan_ok=True)

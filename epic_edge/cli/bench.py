@@ -26,6 +26,14 @@ def _quality_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tau", type=float, default=None, help="coarse-filter threshold (profile's)")
 
 
+def _engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: one process (default); ray: embedding and verification on a "
+                        "Ray cluster, same figures (extra `ray`)")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: a local one)")
+    p.add_argument("--workers", type=int, default=2, help="Ray actors per stage (default 2)")
+
+
 def _judged_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=("dev", "test", "all"), default="all",
                    help="judged questions to use: dev (tuning), test, or all (default)")
@@ -49,6 +57,7 @@ def main(argv: list[str]) -> int:
                                           "and ms of every system on the judged question set")
     _judged_options(qual)
     _quality_options(qual)
+    _engine_options(qual)
     _common(qual)
     pool = sub.add_parser("pool", help="rank the judged questions with every system and write "
                                        "the unjudged hits as blind reader batches")
@@ -76,6 +85,7 @@ def main(argv: list[str]) -> int:
     st.add_argument("--max-bytes", type=int, default=None,
                     help="EPIC memory budget in bytes (evicts lowest confidence; default none)")
     st.add_argument("--max-entries", type=int, default=None, help="EPIC entry budget")
+    _engine_options(st)
     _common(st)
     rep = sub.add_parser("report", help="run latency, quality and stream; write BENCHMARKS.md")
     rep.add_argument("--out", type=Path, default=Path("bench/results"))
@@ -116,7 +126,8 @@ def main(argv: list[str]) -> int:
         result = quality.run(args.split, corpus=args.corpus, personas=args.personas,
                              verifier=args.verifier, instructions=args.instructions,
                              profile=args.profile, models=args.models, tau=args.tau,
-                             variants=not args.no_variants)
+                             variants=not args.no_variants, engine=args.engine,
+                             address=args.address, workers=args.workers)
         text = quality.render(result)
         result.pop("passages")  # corpus text stays in the corpora, never in results
     else:
@@ -124,7 +135,8 @@ def main(argv: list[str]) -> int:
                             drift=args.drift, seed=args.seed, corpus=args.corpus,
                             verifier=args.verifier, instructions=args.instructions,
                             profile=args.profile, models=args.models, plot=args.plot,
-                            max_bytes=args.max_bytes, max_entries=args.max_entries)
+                            max_bytes=args.max_bytes, max_entries=args.max_entries,
+                            engine=args.engine, address=args.address, workers=args.workers)
         text = stream.render(result) + f"\n- plot: {args.plot}"
     print(text)
     if args.json:
