@@ -3,10 +3,14 @@ as an actor pool, one task per persona. Optional extra `ray`; the runtime never 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from epic_edge.types import Verdict
 
 JOBS_PER_CALL = 64  # verification jobs per actor call
 
+LOOPBACK_NODE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": a one-machine cluster on loopback
 _MODELS: dict[tuple, Any] = {}  # per worker process: each model is loaded once
 
 
@@ -34,19 +39,44 @@ def _ray() -> Any:
 
 
 def start(address: str | None = None, num_cpus: int | None = None) -> Any:
-    """Connect to the cluster at `address` (default: start a local one); no dashboard, no
-    usage stats. Returns the ray module."""
+    """Connect to the cluster at `address` (default: start a local one, on loopback only); no
+    dashboard, no usage stats. Returns the ray module."""
+    if address is None:  # workers name their node by loopback, not by a route to 8.8.8.8
+        os.environ[LOOPBACK_NODE] = "0"
     ray = _ray()
     if not ray.is_initialized():
-        env = {"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}}
-        ray.init(address=address, num_cpus=None if address else num_cpus,
-                 include_dashboard=False, runtime_env=env, log_to_driver=False,
-                 logging_level=logging.WARNING)
+        env = {"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "HOME": str(Path.home()),
+                            **({} if address else {LOOPBACK_NODE: "0"})}}
+        local = {} if address else {"num_cpus": num_cpus, "_node_ip_address": "127.0.0.1"}
+        with _head_home():
+            ray.init(address=address, include_dashboard=False, runtime_env=env,
+                     log_to_driver=False, logging_level=logging.WARNING,
+                     **local)  # type: ignore[arg-type]
         from ray.data import DataContext
 
         ctx = DataContext.get_current()
         ctx.execution_options.preserve_order = True
     return ray
+
+
+@contextmanager
+def _head_home() -> Iterator[None]:
+    """HOME, while a local cluster's head processes start, is a private folder holding a
+    cluster config: with none, Ray's head asks the cloud metadata hosts (169.254.169.254,
+    metadata.google.internal) which cloud it runs on, usage stats on or off. Workers get the
+    real HOME back through the runtime env."""
+    home = os.environ.get("HOME")
+    folder = tempfile.mkdtemp(prefix="epic-edge-ray-")  # read by the head after init returns
+    atexit.register(shutil.rmtree, folder, True)
+    (Path(folder) / "ray_bootstrap_config.yaml").write_text("provider: {type: local}\n")
+    os.environ["HOME"] = folder
+    try:
+        yield
+    finally:
+        if home is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = home
 
 
 def load(kind: str, profile: str, models: str, name: str | None = None,

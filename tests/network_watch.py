@@ -70,9 +70,10 @@ def _loopback(host: str) -> bool:
     if host in ("localhost", "", None):
         return True
     try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+        address = ipaddress.ip_address(host.split("%")[0])
     except ValueError:
         return False  # a name to look up is a DNS query
+    return (getattr(address, "ipv4_mapped", None) or address).is_loopback  # ::ffff:127.0.0.1
 
 
 def _python_offends(event: str) -> bool:

@@ -117,3 +117,16 @@ def test_demo_opens_no_outside_socket(setting):
                                    "--profile", str(profile), "--models", common[-1]), tmp)
     assert "store-everything" in seen.output
     _assert_quiet(seen)
+
+
+def test_a_ray_build_opens_no_outside_socket(setting, monkeypatch):
+    """A local Ray cluster (`build --engine ray`) stays on loopback: no usage stats, no cloud
+    metadata probe (169.254.169.254), no route lookup towards 8.8.8.8 for the node address."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed")
+    tmp, profile, common = setting
+    monkeypatch.setenv("EPIC_EDGE_DATA", str(tmp / "ray-data"))
+    seen = watch(epic_edge_command("build", "--engine", "ray", "--workers", "1", "--limit", "40",
+                                   "--personas", "0", "--verifier", "template",
+                                   "--out", str(tmp / "ray-out"), *common), tmp)
+    assert "persona" in seen.output
+    _assert_quiet(seen)
