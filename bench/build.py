@@ -63,7 +63,7 @@ def run(out: Path, *, corpus: str = "sample", personas: str | None = "0-1",
     else:
         from epic_edge.bench import ray_engine
 
-        ray = ray_engine.start(address)
+        ray_engine.start(address)
         embedder = ray_engine.load("embedder", *spec)
         pref_vectors = [normalize_rows(embedder.embed(prefs[p])) for p in chosen]
         vectors, cands, stages["embed_filter_s"] = ray_engine.embed_and_filter(
@@ -77,10 +77,12 @@ def run(out: Path, *, corpus: str = "sample", personas: str | None = "0-1",
                                                   progress=progress)
         pool.close()
         t0 = time.perf_counter()
-        shared = ray.put(items), ray.put(vectors)
+        # a persona's task ingests only the items its coarse filter passed (in corpus order):
+        # the ingest drops the others unrecorded, so its file is the same
+        passed = {p: np.flatnonzero(cands[:, n, 0] >= 0) for n, p in enumerate(chosen)}
         rows = ray_engine.per_persona(build_persona, [
-            (p, prefs[p], out, vspec, tau, *shared, {j: verdicts[j] for j in jobs[p]})
-            for p in chosen], progress=progress)
+            (p, prefs[p], out, vspec, tau, [items[i] for i in passed[p]], vectors[passed[p]],
+             {j: verdicts[j] for j in jobs[p]}) for p in chosen], progress=progress)
         stages["personas_s"] = time.perf_counter() - t0
         stages["verify_jobs"] = len(verdicts)
     for row in rows:
