@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from epic_edge.bench import common, latency, quality, stream
+from epic_edge.bench import common, latency, quality, scaling, stream
 
 FILES = {"latency": "latency.json", "quality": "quality.json", "stream": "stream.json",
          "stream_budget": "stream-budget.json"}
@@ -75,6 +75,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         stream.render(results["stream"]),
         "",
         *_stream_budget(results.get("stream_budget"), out),
+        *scaling.section(out),
         "## Judged quality (`epic-edge eval judge --endpoint URL`)",
         "",
         "Runs the PrefEval protocol against any OpenAI-compatible endpoint. Not on this page: "

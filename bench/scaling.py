@@ -1,0 +1,218 @@
+"""`python -m epic_edge.bench.scaling`: each stage of `build --engine ray` with 1 and 2 workers,
+and the arithmetic that projects it to the paper's scale (6.9M articles x 100 personas)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.bench import common, corpora, ray_engine
+from epic_edge.bench.build import _jobs, build_persona
+from epic_edge.datasets import load_prefwiki
+from epic_edge.stages import normalize_rows
+
+PAPER = {"items": 6_900_000, "personas": 100}  # EPIC's Wikipedia memory build
+STAGES = ("embed", "verify", "personas")
+
+
+def run(*, corpus: str = "wiki", chunks: int = 4096, personas: str = "0-3",
+        workers: tuple[int, ...] = (1, 2), profile: str = "linux-cpu",
+        models: Path | None = None, out: Path | None = None, progress: bool = True,
+        log=print) -> dict[str, Any]:
+    """Run the three stages on `chunks` chunks for each worker count (a fresh local cluster
+    with that many CPUs each time); items per second per stage, speed-ups, projection."""
+    import ray
+
+    prof, model_dir = common.profile_and_models(profile, models)
+    items = corpora.load(corpus, limit=chunks)
+    wiki = load_prefwiki()
+    chosen = common.parse_personas(personas, len(wiki))
+    prefs = {p: list(dict.fromkeys(common.persona_questions(wiki[p])[0])) for p in chosen}
+    spec = (profile, str(model_dir))
+    vspec = ("verifier", *spec, None, "template")
+    embedder = ray_engine.load("embedder", *spec)
+    pref_vectors = [normalize_rows(embedder.embed(prefs[p])) for p in chosen]
+    scratch = tempfile.TemporaryDirectory(prefix="epic-scaling-")
+    folder = Path(out or scratch.name)
+    rows = []
+    for w in workers:
+        ray.shutdown()
+        ray_engine.start(num_cpus=w)
+        row: dict[str, Any] = {"workers": w, "load_avg_before": list(os.getloadavg())}
+        vectors, cands, seconds = ray_engine.embed_and_filter(
+            [it.text for it in items], ("embedder", *spec), w, pref_vectors, prof.tau,
+            progress=progress)
+        row["embed"] = _rate(len(items), seconds)
+        jobs = {p: _jobs(items, prefs[p], cands[:, n]) for n, p in enumerate(chosen)}
+        every = list(dict.fromkeys(j for js in jobs.values() for j in js))
+        pool = ray_engine.VerifierPool([(*vspec, None)] * w)
+        warm = ray_engine.JOBS_PER_CALL * w  # the first calls wait for the models to load
+        verdicts, _ = pool.judge(every[:warm], progress=False)
+        rest, seconds = pool.judge(every[warm:], progress=progress)
+        verdicts.update(rest)
+        pool.close()
+        row["verify"] = _rate(len(every) - warm, seconds)
+        passed = {p: np.flatnonzero(cands[:, n, 0] >= 0) for n, p in enumerate(chosen)}
+        started = time.perf_counter()
+        built = ray_engine.per_persona(build_persona, [
+            (p, prefs[p], folder / f"w{w}", vspec, prof.tau, [items[i] for i in passed[p]],
+             vectors[passed[p]], {j: verdicts[j] for j in jobs[p]}) for p in chosen],
+            progress=progress)
+        row["personas"] = _rate(sum(len(v) for v in passed.values()),
+                                time.perf_counter() - started)
+        row["kept"] = sum(r["kept_items"] for r in built)
+        row["load_avg_after"] = list(os.getloadavg())
+        rows.append(row)
+        log(f"  {w} worker(s): " + ", ".join(f"{s} {row[s]['per_s']:.1f}/s" for s in STAGES))
+    ray.shutdown()
+    scratch.cleanup()
+    first, last = rows[0], rows[-1]
+    survivors = sum(len(js) for js in jobs.values()) / (len(items) * len(chosen))
+    result = {"bench": "scaling", "corpus": corpus, "chunks": len(items), "personas": chosen,
+              "profile": prof.name, "tau": prof.tau, "rows": rows,
+              "speedup": {s: last[s]["per_s"] / first[s]["per_s"] for s in STAGES},
+              "survivor_share": survivors,
+              "kept_share": first["kept"] / max(sum(len(js) for js in jobs.values()), 1),
+              "machine": common.machine()}
+    result["projection"] = project(result)
+    return result
+
+
+def _rate(count: int, seconds: float) -> dict[str, float]:
+    return {"items": count, "seconds": seconds, "per_s": count / max(seconds, 1e-9)}
+
+
+def project(result: dict[str, Any], day_s: float = 86_400.0) -> dict[str, Any]:
+    """Worker-hours per stage at the paper's scale from the one-worker rates measured here;
+    workers for a one-day build, divided by the measured two-worker efficiency."""
+    one = result["rows"][0]
+    n, p, share = PAPER["items"], PAPER["personas"], result["survivor_share"]
+    work = {"embed": n, "verify": n * p * share, "personas": n * p * share}
+    hours = {s: work[s] / one[s]["per_s"] / 3600 for s in STAGES}
+    efficiency = {s: result["speedup"][s] / result["rows"][-1]["workers"] for s in STAGES}
+    total = sum(hours.values())
+    workers_day = sum(hours[s] * 3600 / max(min(efficiency[s], 1.0), 0.1) for s in STAGES) / day_s
+    return {"items": n, "personas": p, "work": work, "worker_hours": hours,
+            "share_of_time": {s: hours[s] / total for s in STAGES},
+            "efficiency_2_workers": efficiency, "worker_hours_total": total,
+            "workers_for_one_day": workers_day,
+            "wall_hours_one_process": total,
+            "wall_hours_64_workers": sum(hours[s] / (64 * max(min(efficiency[s], 1.0), 0.1))
+                                         for s in STAGES)}
+
+
+def render(result: dict[str, Any]) -> str:
+    rows = [[s, str(r["workers"]), f"{r[s]['items']:,}", f"{r[s]['seconds']:.1f}",
+             f"{r[s]['per_s']:.1f}", f"{r[s]['per_s'] / r['workers']:.1f}",
+             f"{r['load_avg_before'][0]:.1f}"]
+            for s in STAGES for r in result["rows"]]
+    head = ["stage", "workers", "items", "s", "items/s", "items/s/worker", "load (1 min)"]
+    pr = result["projection"]
+    plan = [[s, f"{pr['work'][s]:,.0f}", f"{result['rows'][0][s]['per_s']:.1f}",
+             f"{pr['worker_hours'][s]:,.0f}", f"{pr['share_of_time'][s]:.0%}",
+             f"{result['speedup'][s]:.2f}x"] for s in STAGES]
+    plan_head = ["stage", "work at paper scale", "items/s/worker here", "worker-hours",
+                 "share", "2 workers vs 1"]
+    return "\n".join([
+        common.table(rows, head), "",
+        f"- {result['chunks']:,} {result['corpus']} chunks, personas "
+        f"{', '.join(map(str, result['personas']))}; each persona's coarse filter passes "
+        f"{result['survivor_share']:.1%} of the chunks; the verifier keeps "
+        f"{result['kept_share']:.1%} of those.",
+        "- Speed-up of 2 workers over 1: " + ", ".join(
+            f"{s} {result['speedup'][s]:.2f}x" for s in STAGES) + ".", "",
+        f"Projection to {pr['items']:,} articles x {pr['personas']} personas:", "",
+        common.table(plan, plan_head), "",
+        f"- In all {pr['worker_hours_total']:,.0f} worker-hours: one process would take "
+        f"{pr['wall_hours_one_process'] / 24:,.0f} days; a one-day build needs about "
+        f"{pr['workers_for_one_day']:,.0f} workers at the measured 2-worker efficiency; 64 "
+        f"workers take about {pr['wall_hours_64_workers']:,.0f} hours.",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m epic_edge.bench.scaling", description=__doc__)
+    p.add_argument("--corpus", default="wiki")
+    p.add_argument("--chunks", type=int, default=4096)
+    p.add_argument("--personas", default="0-3")
+    p.add_argument("--json", type=Path, default=Path("bench/results/scaling.json"))
+    p.add_argument("--out", type=Path, default=None, help="folder for the memories built")
+    args = p.parse_args(argv)
+    result = run(corpus=args.corpus, chunks=args.chunks, personas=args.personas, out=args.out)
+    common.write_json(result, args.json)
+    print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+def section(out: Path) -> list[str]:
+    """BENCHMARKS.md's section, when `python -m epic_edge.bench.scaling` left its JSON."""
+    path = out / "scaling.json"
+    if not path.exists():
+        return []
+    result = json.loads(path.read_text(encoding="utf-8"))
+    return ["## The bench at paper scale, on Ray", "", INTRO, "", render(result), "",
+            *plan(result), ""]
+
+
+INTRO = (
+    "`epic-edge build --engine ray` and `bench quality|stream --engine ray` run the bench's own "
+    "stages on a Ray cluster: the corpus is embedded and coarse-filtered by a Ray Data "
+    "pipeline (blocks of 1,024 chunks, as one process embeds them; an actor pool whose actors "
+    "load the embedder once), the fine verification is an actor pool (the learned decision; "
+    "with `--servers`, an OpenAI-compatible LLM server per worker), and each persona's memory "
+    "file is one task running the runtime's own ingest over the items its coarse filter "
+    "passed, replaying the pool's verdicts. On a 2-CPU local cluster the files hold the same "
+    "kept items, entries and scores (to 1e-6) as one process's (tests/test_ray_engine.py). "
+    "The figures below come from `python -m epic_edge.bench.scaling` on this machine, whose 2 "
+    "cores are shared with other engineers' jobs: the load column is the 1-minute load average "
+    "when each run began (above 2, workers waited for a core), so the 2-worker rows understate "
+    "what two dedicated cores give.")
+
+
+def plan(result: dict[str, Any]) -> list[str]:
+    """The written plan: what is shared, where the bottleneck moves, the assumptions."""
+    pr, share = result["projection"], result["survivor_share"]
+    jobs = pr["work"]["verify"]
+    return [
+        "**Shared and per persona.** Shared, once for all personas: the corpus vectors "
+        f"({pr['items']:,} embeddings, {pr['items'] * 384 * 4 / 1e9:.1f} GB as float32), the only "
+        "stage that grows with the corpus alone. Per persona: the coarse filter (a dot product "
+        "per preference inside the pipeline's batches: negligible), the verifier's decision for "
+        f"each item that passes ({share:.1%} here, so {jobs:,.0f} decisions for 100 personas) "
+        "and the persona's file (its task ingests those survivors and writes what is kept).",
+        "",
+        "**Where the bottleneck moves.** With a few personas, embedding the corpus dominates. "
+        "Per-persona work grows with personas while embedding does not: at 100 personas "
+        f"verification and persona files take {1 - pr['share_of_time']['embed']:.0%} of the "
+        "worker-hours. The learned decision as built here encodes each survivor's passage once "
+        "per (item, persona); its passage vectors can be shared across personas as `bench "
+        "quality` does (a second embedding pass of the corpus, about the embed row's "
+        "worker-hours), and a decision is then a dot product: the persona files become the "
+        "bottleneck, and they need no shared state (one task per persona, any number of "
+        "machines). With an LLM deciding, as in the paper (a call per surviving item), "
+        f"verification dominates everything else: {jobs:,.0f} calls, at an assumed 20 calls/s "
+        f"per GPU server {jobs / 20 / 3600:,.0f} GPU-hours ({jobs / 20 / 3600 / 8 / 24:,.1f} days "
+        "on 8 GPUs). Not done here: at that size the pipeline should write vectors and survivor "
+        "lists to Parquet shards (`Dataset.write_parquet`) instead of gathering them in the "
+        "driver, and the persona tasks read their shards.",
+        "",
+        "**Assumptions.** An article is one item (the device corpus's Wikipedia chunks are lead "
+        "extracts; full articles chunked at 256 tokens multiply the item count and every row). "
+        "The survivor and kept shares measured on these personas and chunks hold for the "
+        "paper's (PrefWiki personas, tau of the linux-cpu profile). One worker is one CPU core "
+        "running the int8 MiniLM with one thread; a stage's rate grows with workers at the "
+        "2-worker efficiency measured here (capped at 1, floored at 0.1); the stages run one "
+        "after another (a streaming pipeline would overlap them); scheduling and object "
+        "transfer at hundreds of workers are not measured.",
+    ]
