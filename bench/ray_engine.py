@@ -4,6 +4,7 @@ as an actor pool, one task per persona. Optional extra `ray`; the runtime never 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import shutil
@@ -91,7 +92,7 @@ def load(kind: str, profile: str, models: str, name: str | None = None,
             _MODELS[key] = common.make_embedder(prof, model_dir)
         else:
             if url:  # an OpenAI-compatible server of this worker's own
-                prof.verifier = {**(prof.verifier or {}), "url": url}
+                prof = dataclasses.replace(prof, verifier={**(prof.verifier or {}), "url": url})
             _MODELS[key] = common.make_verifier(prof, model_dir, name, instructions)
     return _MODELS[key]
 

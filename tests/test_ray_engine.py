@@ -145,3 +145,17 @@ def test_bench_stream_on_ray_gives_the_same_steps(cluster, reference_models):
         assert (many["epic_bytes"], many["epic_entries"]) == (one["epic_bytes"],
                                                               one["epic_entries"])
         assert many["epic_pap"] == pytest.approx(one["epic_pap"], abs=1e-6, nan_ok=True)
+
+
+def test_each_verification_worker_can_have_its_own_server(tmp_path, reference_models):
+    """--servers: worker i talks to server i (round robin); loading does not connect."""
+    from test_cli import PROFILE
+
+    from epic_edge.bench import ray_engine
+
+    profile = tmp_path / "test-cpu.toml"
+    profile.write_text(PROFILE)
+    urls = ["http://127.0.0.1:8081", "http://127.0.0.1:8082"]
+    made = [ray_engine.load("verifier", str(profile), str(reference_models), "llama-server",
+                            "template", url) for url in urls]
+    assert [v.url for v in made] == urls

@@ -23,8 +23,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--workers", type=int, default=2,
                    help="Ray actors per stage: embedding and verification (default 2)")
     p.add_argument("--servers", default=None,
-                   help="comma-separated OpenAI-compatible server URLs (loopback, as the http "
-                        "verifier requires), one per verification worker in turn")
+                   help="with --verifier llama-server: comma-separated OpenAI-compatible "
+                        "server URLs (loopback, as that verifier requires), one per "
+                        "verification worker in turn")
     p.add_argument("--verifier", default=None, help="verifier backend (default: the profile's)")
     p.add_argument("--instructions", choices=("template", "llm"), default="template",
                    help="who writes a learned verifier's instructions (default template)")
