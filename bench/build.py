@@ -109,7 +109,7 @@ def build_persona(p_index: int, prefs: list[str], out: Path, vspec: tuple, tau: 
     verifier and counts as a replay miss."""
     from epic_edge.bench.ray_engine import load
 
-    t0 = time.perf_counter()
+    t0, cpu = time.perf_counter(), time.process_time()
     kind, prof_name, models = vspec[:3]
     prof, _ = common.profile_and_models(prof_name, Path(models))
     embedder = CachedEmbedder(load("embedder", prof_name, models), [it.text for it in items],
@@ -129,7 +129,8 @@ def build_persona(p_index: int, prefs: list[str], out: Path, vspec: tuple, tau: 
     return {"persona": p_index, "kept_items": epic.kept, "verified": epic.verified,
             "entries": len(entries), "llm_calls": epic.llm_calls, "bytes": size,
             "replay_misses": getattr(verifier, "misses", None), "path": str(path),
-            "seconds": time.perf_counter() - t0, "entry_rows": entries}
+            "seconds": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu,
+            "entry_rows": entries}
 
 
 def entry_rows(epic: EpicMemory) -> list[list]:

@@ -112,6 +112,7 @@ class EmbedFilter:
         self.width = max((len(v) for v in self.pref_vectors), default=0)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        cpu = time.process_time()
         index, vectors = [], []
         for start, texts in zip(batch["start"], batch["texts"]):
             vectors.append(np.asarray(self.embedder.embed(list(texts)), np.float32))
@@ -123,13 +124,16 @@ class EmbedFilter:
                 for row, kept in enumerate(survivors(out["vector"], prefs, self.tau)):
                     cands[row, p, :len(kept)] = kept
             out["cands"] = cands
+        out["cpu_s"] = np.full(len(out["i"]), (time.process_time() - cpu) / len(out["i"]))
         return out
 
 
 def embed_and_filter(texts: Sequence[str], spec: tuple, workers: int,
                      pref_vectors: Sequence[np.ndarray] = (), tau: float = 0.0,
-                     progress: bool = True) -> tuple[np.ndarray, np.ndarray | None, float]:
-    """(vectors, survivors or None, seconds) of `texts` through the pipeline, in input order."""
+                     progress: bool = True, stats: dict[str, float] | None = None,
+                     ) -> tuple[np.ndarray, np.ndarray | None, float]:
+    """(vectors, survivors or None, seconds) of `texts` through the pipeline, in input order;
+    `stats` gets the actors' CPU seconds ("cpu_s")."""
     ray = start()
     ray.data.DataContext.get_current().enable_progress_bars = progress
     started = time.perf_counter()
@@ -139,7 +143,9 @@ def embed_and_filter(texts: Sequence[str], spec: tuple, workers: int,
                         batch_size=1, batch_format="numpy", num_cpus=1,
                         compute=ray.data.ActorPoolStrategy(size=workers))
     index, vectors, cands = [], [], []
+    cpu = 0.0
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        cpu += float(batch["cpu_s"].sum())
         index.append(batch["i"])
         vectors.append(batch["vector"])
         if "cands" in batch:
@@ -147,6 +153,8 @@ def embed_and_filter(texts: Sequence[str], spec: tuple, workers: int,
     order = np.argsort(np.concatenate(index), kind="stable")
     vectors_out = np.concatenate(vectors)[order].astype(np.float32)
     cands_out = np.concatenate(cands)[order] if cands else None
+    if stats is not None:
+        stats["cpu_s"] = cpu
     return vectors_out, cands_out, time.perf_counter() - started
 
 
@@ -159,8 +167,10 @@ class VerifyWorker:
         if passages is not None and hasattr(self.verifier, "remember_passages"):
             self.verifier.remember_passages(*passages)
 
-    def judge(self, index: int, jobs: list[Job]) -> tuple[int, list[Verdict]]:
-        return index, judge(self.verifier, jobs)
+    def judge(self, index: int, jobs: list[Job]) -> tuple[int, list[Verdict], float]:
+        cpu = time.process_time()
+        verdicts = judge(self.verifier, jobs)
+        return index, verdicts, time.process_time() - cpu
 
 
 class VerifierPool:
@@ -172,6 +182,7 @@ class VerifierPool:
         worker = ray.remote(num_cpus=1)(VerifyWorker)
         shared = ray.put(passages) if passages is not None else None
         self.actors = [worker.remote(spec, shared) for spec in specs]
+        self.cpu_s = 0.0  # the actors' CPU seconds in judge() calls so far
 
     def judge(self, jobs: Sequence[Job], progress: bool = True,
               ) -> tuple[dict[Job, Verdict], float]:
@@ -185,8 +196,9 @@ class VerifierPool:
         bar = _bar(len(distinct), "verify", "item", progress)
         calls = ActorPool(self.actors).map_unordered(
             lambda actor, n: actor.judge.remote(n, chunks[n]), range(len(chunks)))
-        for chunk, done in calls:
+        for chunk, done, cpu in calls:
             verdicts.update(zip(chunks[chunk], done))
+            self.cpu_s += cpu
             bar.update(len(done))
         bar.close()
         return verdicts, time.perf_counter() - started

@@ -10,11 +10,15 @@ from epic_edge.bench import scaling
 
 
 def _result(embed: float, verify: float, personas: float, speedup: float) -> dict:
+    """Rates per CPU-second; with 2 workers each does speedup/2 of one worker's per CPU-s."""
+    def stage(rate: float, w: int) -> dict:
+        per_cpu = rate * (speedup / 2 if w == 2 else 1)
+        return {"items": 100, "seconds": 100 / (per_cpu * w), "per_s": per_cpu * w,
+                "cpu_s": 100 / per_cpu, "per_cpu_s": per_cpu}
+
     rows = [{"workers": w, "load_avg_before": [1.0], "kept": 10,
-             **{s: {"items": 100, "seconds": 100 / (r * w * (speedup / 2 if w == 2 else 1)),
-                    "per_s": r * w * (speedup / 2 if w == 2 else 1)}
-                for s, r in (("embed", embed), ("verify", verify), ("personas", personas))}}
-            for w in (1, 2)]
+             **{s: stage(r, w) for s, r in (("embed", embed), ("verify", verify),
+                                            ("personas", personas))}} for w in (1, 2)]
     result = {"corpus": "wiki", "chunks": 4096, "personas": [0, 1], "rows": rows,
               "speedup": {s: rows[1][s]["per_s"] / rows[0][s]["per_s"] for s in scaling.STAGES},
               "survivor_share": 0.1, "kept_share": 0.05}
@@ -47,4 +51,4 @@ def test_section_renders_from_the_json(tmp_path):
     text = "\n".join(scaling.section(tmp_path))
     assert "## The bench at paper scale, on Ray" in text
     assert "6,900,000 articles x 100 personas" in text
-    assert "**Assumptions.**" in text and "1.80x" in text
+    assert "**Assumptions.**" in text and "1.80x" in text and "0.90" in text
