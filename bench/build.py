@@ -76,13 +76,15 @@ def run(out: Path, *, corpus: str = "sample", personas: str | None = "0-1",
         verdicts, stages["verify_s"] = pool.judge([j for js in jobs.values() for j in js],
                                                   progress=progress)
         pool.close()
+        stages["verify_failed"] = pool.failed
         t0 = time.perf_counter()
         # a persona's task ingests only the items its coarse filter passed (in corpus order):
         # the ingest drops the others unrecorded, so its file is the same
         passed = {p: np.flatnonzero(cands[:, n, 0] >= 0) for n, p in enumerate(chosen)}
         rows = ray_engine.per_persona(build_persona, [
             (p, prefs[p], out, vspec, tau, [items[i] for i in passed[p]], vectors[passed[p]],
-             {j: verdicts[j] for j in jobs[p]}) for p in chosen], progress=progress)
+             {j: verdicts[j] for j in jobs[p] if j in verdicts}) for p in chosen],
+            progress=progress)
         stages["personas_s"] = time.perf_counter() - t0
         stages["verify_jobs"] = len(verdicts)
     for row in rows:

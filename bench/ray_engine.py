@@ -167,7 +167,7 @@ class VerifyWorker:
         if passages is not None and hasattr(self.verifier, "remember_passages"):
             self.verifier.remember_passages(*passages)
 
-    def judge(self, index: int, jobs: list[Job]) -> tuple[int, list[Verdict], float]:
+    def judge(self, index: int, jobs: list[Job]) -> tuple[int, list[Verdict | None], float]:
         cpu = time.process_time()
         verdicts = judge(self.verifier, jobs)
         return index, verdicts, time.process_time() - cpu
@@ -183,10 +183,12 @@ class VerifierPool:
         shared = ray.put(passages) if passages is not None else None
         self.actors = [worker.remote(spec, shared) for spec in specs]
         self.cpu_s = 0.0  # the actors' CPU seconds in judge() calls so far
+        self.failed = 0  # jobs the verifier failed on: left to each persona's own ingest
 
     def judge(self, jobs: Sequence[Job], progress: bool = True,
               ) -> tuple[dict[Job, Verdict], float]:
-        """Every distinct job's verdict, and the seconds it took."""
+        """Every distinct job's verdict (but those the verifier failed on: counted in
+        `failed`), and the seconds it took."""
         from ray.util import ActorPool
 
         started = time.perf_counter()
@@ -197,7 +199,8 @@ class VerifierPool:
         calls = ActorPool(self.actors).map_unordered(
             lambda actor, n: actor.judge.remote(n, chunks[n]), range(len(chunks)))
         for chunk, done, cpu in calls:
-            verdicts.update(zip(chunks[chunk], done))
+            verdicts.update((j, v) for j, v in zip(chunks[chunk], done) if v is not None)
+            self.failed += sum(v is None for v in done)
             self.cpu_s += cpu
             bar.update(len(done))
         bar.close()

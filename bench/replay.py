@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -14,6 +15,7 @@ from epic_edge.types import Preference, Verdict
 # A job: the item's text and its coarse-filter survivors' texts, best first (what a verifier
 # sees). Its verdict names survivors by position (0, 1, ...), not by a memory's row ids.
 Job = tuple[str, tuple[str, ...]]
+log = logging.getLogger(__name__)
 
 
 def survivors(vectors: np.ndarray, pref_vectors: np.ndarray, tau: float) -> list[list[int]]:
@@ -24,15 +26,26 @@ def survivors(vectors: np.ndarray, pref_vectors: np.ndarray, tau: float) -> list
             for row in coarse_filter(vectors, positions, pref_vectors, tau)]
 
 
-def judge(verifier: Any, jobs: Sequence[Job]) -> list[Verdict]:
+def judge(verifier: Any, jobs: Sequence[Job]) -> list[Verdict | None]:
     """Each job's verdict from a real verifier, called as the ingest calls it (one item, its
-    survivors); the verdict's preference ids are survivor positions."""
+    survivors); the verdict's preference ids are survivor positions. A job the verifier
+    failed on gets None: it is not replayed, so the persona's own ingest asks again (and, if
+    that fails too, reports it and leaves it for the next ingest, as always). A verifier
+    that cannot be built raises: every job would fail alike."""
+    from epic_edge.ingest import SETUP_ERRORS
     from epic_edge.stages import Candidate, fine_verify
 
-    out = []
+    out: list[Verdict | None] = []
     for text, prefs in jobs:
         cands = [Candidate(Preference(j, p), 0.0) for j, p in enumerate(prefs)]
-        out.append(fine_verify(verifier, text, cands))
+        try:
+            out.append(fine_verify(verifier, text, cands))
+        except SETUP_ERRORS:
+            raise
+        except Exception as exc:  # never log the item
+            log.warning("the verifier failed on a job (%s); its persona asks again",
+                        type(exc).__name__)
+            out.append(None)
     return out
 
 

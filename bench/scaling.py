@@ -65,7 +65,8 @@ def run(*, corpus: str = "wiki", chunks: int = 4096, personas: str = "0-3",
         started = time.perf_counter()
         built = ray_engine.per_persona(build_persona, [
             (p, prefs[p], folder / f"w{w}", vspec, prof.tau, [items[i] for i in passed[p]],
-             vectors[passed[p]], {j: verdicts[j] for j in jobs[p]}) for p in chosen],
+             vectors[passed[p]], {j: verdicts[j] for j in jobs[p] if j in verdicts})
+            for p in chosen],
             progress=progress)
         row["personas"] = _rate(sum(len(v) for v in passed.values()),
                                 time.perf_counter() - started, sum(r["cpu_s"] for r in built))
