@@ -19,7 +19,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local: one process (default); ray: a Ray cluster (extra `ray`)")
     p.add_argument("--address", default=None,
-                   help="Ray cluster address (default: start a local one on this machine)")
+                   help="Ray cluster address (default: start a local one on this machine); "
+                        "every node needs epic-edge and the model folder at the same path")
     p.add_argument("--workers", type=int, default=2,
                    help="Ray actors per stage: embedding and verification (default 2)")
     p.add_argument("--servers", default=None,
