@@ -112,7 +112,7 @@ class EmbedFilter:
         self.width = max((len(v) for v in self.pref_vectors), default=0)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        cpu = time.process_time()
+        cpu, wall = time.process_time(), time.perf_counter()
         index, vectors = [], []
         for start, texts in zip(batch["start"], batch["texts"]):
             vectors.append(np.asarray(self.embedder.embed(list(texts)), np.float32))
@@ -125,6 +125,7 @@ class EmbedFilter:
                     cands[row, p, :len(kept)] = kept
             out["cands"] = cands
         out["cpu_s"] = np.full(len(out["i"]), (time.process_time() - cpu) / len(out["i"]))
+        out["busy_s"] = np.full(len(out["i"]), (time.perf_counter() - wall) / len(out["i"]))
         return out
 
 
@@ -133,7 +134,8 @@ def embed_and_filter(texts: Sequence[str], spec: tuple, workers: int,
                      progress: bool = True, stats: dict[str, float] | None = None,
                      ) -> tuple[np.ndarray, np.ndarray | None, float]:
     """(vectors, survivors or None, seconds) of `texts` through the pipeline, in input order;
-    `stats` gets the actors' CPU seconds ("cpu_s")."""
+    `stats` gets the actors' CPU seconds ("cpu_s") and busy seconds ("busy_s": busy over wall
+    time is how many actors worked at once)."""
     ray = start()
     ray.data.DataContext.get_current().enable_progress_bars = progress
     started = time.perf_counter()
@@ -143,9 +145,10 @@ def embed_and_filter(texts: Sequence[str], spec: tuple, workers: int,
                         batch_size=1, batch_format="numpy", num_cpus=1,
                         compute=ray.data.ActorPoolStrategy(size=workers))
     index, vectors, cands = [], [], []
-    cpu = 0.0
+    cpu = busy = 0.0
     for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
         cpu += float(batch["cpu_s"].sum())
+        busy += float(batch["busy_s"].sum())
         index.append(batch["i"])
         vectors.append(batch["vector"])
         if "cands" in batch:
@@ -154,7 +157,7 @@ def embed_and_filter(texts: Sequence[str], spec: tuple, workers: int,
     vectors_out = np.concatenate(vectors)[order].astype(np.float32)
     cands_out = np.concatenate(cands)[order] if cands else None
     if stats is not None:
-        stats["cpu_s"] = cpu
+        stats.update(cpu_s=cpu, busy_s=busy)
     return vectors_out, cands_out, time.perf_counter() - started
 
 

@@ -50,7 +50,8 @@ def run(*, corpus: str = "wiki", chunks: int = 4096, personas: str = "0-3",
         vectors, cands, seconds = ray_engine.embed_and_filter(
             [it.text for it in items], ("embedder", *spec), w, pref_vectors, prof.tau,
             progress=progress, stats=stats)
-        row["embed"] = _rate(len(items), seconds, stats["cpu_s"])
+        row["embed"] = {**_rate(len(items), seconds, stats["cpu_s"]),
+                        "busy_s": stats["busy_s"]}  # actors' wall time inside their calls
         jobs = {p: _jobs(items, prefs[p], cands[:, n]) for n, p in enumerate(chosen)}
         every = list(dict.fromkeys(j for js in jobs.values() for j in js))
         pool = ray_engine.VerifierPool([(*vspec, None)] * w)
@@ -140,7 +141,8 @@ def render(result: dict[str, Any]) -> str:
         f"wall-clock at a load of {result['rows'][-1]['load_avg_before'][0]:.1f} on 2 shared "
         f"cores ({'met' if result['speedup']['embed'] >= 1.7 else 'not shown here'}); the "
         f"CPU efficiency {pr['efficiency_2_workers']['embed']:.2f} means "
-        f"{2 * min(pr['efficiency_2_workers']['embed'], 1.0):.2f}x on two cores of their own.",
+        f"{2 * min(pr['efficiency_2_workers']['embed'], 1.0):.2f}x on two cores of their own."
+        + _contention(result["rows"][-1]["embed"]),
         "",
         f"Projection to {pr['items']:,} articles x {pr['personas']} personas:", "",
         common.table(plan, plan_head), "",
@@ -219,6 +221,17 @@ def plan(result: dict[str, Any]) -> list[str]:
         "after another (a streaming pipeline would overlap them); scheduling and object "
         "transfer at hundreds of workers are not measured.",
     ]
+
+
+def _contention(embed: dict[str, float]) -> str:
+    """How many embedding actors worked at once, and how much of a core each got meanwhile."""
+    if "busy_s" not in embed:
+        return ""
+    share = embed["cpu_s"] / embed["busy_s"]
+    return (f" The actors worked at once {embed['busy_s'] / embed['seconds']:.2f} of the wall "
+            f"time, each getting {share:.2f} of a core while busy"
+            + (": the other jobs on the machine held the speed-up back." if share < 0.8
+               else "."))
 
 
 def main(argv: list[str] | None = None) -> int:
