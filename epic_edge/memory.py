@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge import inspection, registry, transfer
+from epic_edge.background import BackgroundGate
 from epic_edge.context import format_context, regime_rules
 from epic_edge.errors import InvalidInputError, MemoryFileError
 from epic_edge.ingest import BatchIngester
@@ -75,6 +76,7 @@ class Memory:
         entry_vector: str = LEGACY_ENTRY_VECTOR,
         gate: float | None = None,
         item_gate: float | None = None,
+        item_gate_quantile: float | None = None,
         min_score: float | None = None,
         hedge: float | None = None,
         consolidate_threshold: float | None = 0.95,
@@ -86,9 +88,13 @@ class Memory:
         self.k = int(k)
         self.profile = profile
         # no memory when the question's closest preference is below `gate` and its best
-        # entry (raw question, no steering) is below `item_gate`; None switches a test off
+        # entry (raw question, no steering) is below `item_gate`, or, without a fixed
+        # item_gate, below what `item_gate_quantile` of the background questions reach in
+        # this memory (epic_edge.background); None switches a test off
         self.gate = gate
         self.item_gate = item_gate
+        self._background = (BackgroundGate(item_gate_quantile)
+                            if item_gate_quantile is not None else None)
         self.hedge = hedge  # steering temperature (see Steering); None: argmax preference
         self.min_score = min_score  # hits scoring below this are dropped
         # a new instruction this close to a stored one of the same preference is merged
@@ -108,6 +114,7 @@ class Memory:
             self.index.remove(self._indexed)
             self.index.add(ids, vectors)
             self._indexed = ids
+            self._entries_changed()
 
     def _sync(self) -> None:
         """Pick up what another process committed to the same file since we last looked."""
@@ -160,6 +167,7 @@ class Memory:
             return cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
                        verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
                        gate=calibrated.get("gate"), item_gate=calibrated.get("item_gate"),
+                       item_gate_quantile=calibrated.get("item_gate_quantile"),
                        min_score=calibrated.get("min_score"), hedge=calibrated.get("hedge"))
         except BaseException:
             store.close()
@@ -243,11 +251,24 @@ class Memory:
             vectors = np.stack([decode(encode(v, fmt), self.embedder.dim, fmt) for v in vectors])
         self.index.add(ids, vectors)
         self._indexed = np.union1d(self._indexed, ids)
+        self._entries_changed()
 
     def _forget(self, entry_ids: Iterable[int]) -> None:
         gone = np.asarray(list(entry_ids), dtype=np.int64)
         self.index.remove(gone)
         self._indexed = self._indexed[~np.isin(self._indexed, gone)]
+        self._entries_changed()
+
+    def _entries_changed(self) -> None:
+        if getattr(self, "_background", None) is not None:
+            self._background.invalidate()
+
+    def item_gate_now(self) -> float | None:
+        """The item gate in force: the fixed `item_gate`, else this memory's background cut."""
+        if self.item_gate is not None or self._background is None:
+            return self.item_gate
+        with self._lock:
+            return self._background.threshold(self.embedder, self.index)
 
     def _find_preference(self, preference: int | str | Preference) -> Preference:
         key = preference.id if isinstance(preference, Preference) else preference
@@ -307,7 +328,7 @@ class Memory:
         self._sync()
         return lookup(self, question, k, steer=steer,
                       gate=self.gate if gate is None else gate,
-                      item_gate=self.item_gate if item_gate is None else item_gate,
+                      item_gate=self.item_gate_now() if item_gate is None else item_gate,
                       min_score=self.min_score if min_score is None else min_score)
 
     def retrieve(
@@ -336,7 +357,7 @@ class Memory:
         at most 3 notes, told to ignore them for factual questions), ordinary, aggressive.
         """
         rules = regime_rules(regime)
-        gate, item_gate, floor = rules.thresholds(self.gate, self.item_gate, self.min_score)
+        gate, item_gate, floor = rules.thresholds(self.gate, self.item_gate_now(), self.min_score)
         found = self.lookup(question, min(k or self.k, rules.max_hits),
                             gate=-1.0 if gate is None else gate, item_gate=item_gate,
                             min_score=-1.0 if floor is None else floor)
