@@ -124,9 +124,18 @@ def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
     if not any(split_of(p["persona"]) == "dev" for p in personas):
         return {}
 
+    wiki = load_prefwiki()
+
+    def own_rows(persona: dict[str, Any], kind: str) -> list:
+        """"own" lists PrefWiki's questions, then PrefEval's: "own:prefwiki" / "own:prefeval"."""
+        rows, source = list(persona["policy_evidence"]["own"]), kind.partition(":")[2]
+        cut = sum(len(b["queries"]) for b in wiki[persona["persona"]]["preference_blocks"])
+        return {"": rows, "prefwiki": rows[:cut], "prefeval": rows[cut:]}[source]
+
     def rows(split: str, kind: str, quantile: float | None, item_gate: float | None = None
              ) -> np.ndarray:
-        parts = [with_cut(p["policy_evidence"][kind], p["policy_evidence"]["background"],
+        parts = [with_cut(own_rows(p, kind) if kind.startswith("own") else
+                          p["policy_evidence"][kind], p["policy_evidence"]["background"],
                           quantile, item_gate)
                  for p in personas if split_of(p["persona"]) == split]
         return np.concatenate(parts) if parts else np.empty((0, 3))
@@ -138,7 +147,8 @@ def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
                             retrieval.get("item_gate"))}
     return {"chosen_on_dev": chosen, "rates": {
         name: {split: {kind: 1.0 - float(used(rows(split, kind, q, fixed), gate).mean())
-                       for kind in ("own", "none")} for split in ("dev", "test")}
+                       for kind in ("own", "own:prefwiki", "own:prefeval", "none")}
+                for split in ("dev", "test")}
         for name, (gate, q, fixed) in settings.items()}}
 
 

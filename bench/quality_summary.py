@@ -124,7 +124,9 @@ def _policy_lines(pol: dict[str, Any]) -> list[str]:
              f"{chosen['item_gate_quantile']:.2f} quantile of the background questions' best "
              f"items in the same memory"]
     for name, by_split in pol["rates"].items():
-        cells = [f"{split}: {r['own']:.1%} of own questions, {r['none']:.1%} of no-preference "
-                 f"questions" for split, r in by_split.items() if r]
+        cells = [f"{split}: {r['own']:.1%} of own questions (PrefWiki "
+                 f"{r.get('own:prefwiki', float('nan')):.1%}, PrefEval "
+                 f"{r.get('own:prefeval', float('nan')):.1%}), {r['none']:.1%} of held-out "
+                 f"no-preference questions" for split, r in by_split.items() if r]
         lines.append(f"  - no memory with the {name} setting: " + "; ".join(cells))
     return lines
