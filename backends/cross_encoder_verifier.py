@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from epic_edge.backends.verifier_prompts import template_instruction
-from epic_edge.errors import EpicEdgeError, MissingExtraError, ModelNotFoundError
+from epic_edge.errors import EpicEdgeError, ModelNotFoundError
+from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
 
 log = logging.getLogger(__name__)
@@ -39,13 +40,8 @@ class CrossEncoderVerifier:
                  threshold: float | None = None, max_length: int | None = None,
                  threads: int = 0, max_preferences_per_item: int = 2,
                  instructor: Any = None) -> None:
-        try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise MissingExtraError(f"the learned verifier needs onnxruntime and tokenizers"
-                                    f" ({exc}); install them with: pip install 'epic-edge[cpu]'"
-                                    ) from exc
+        ort = optional_import("onnxruntime", "cpu", "the learned verifier")
+        Tokenizer = optional_import("tokenizers", "cpu", "the learned verifier").Tokenizer
         self.model_path = Path(model_path)
         tok_path = Path(tokenizer_path) if tokenizer_path else (
             self.model_path.parent / "tokenizer.json")

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError
+from epic_edge.errors import EpicEdgeError, InvalidInputError
+from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
 
 from . import verifier_prompts as vp
@@ -59,11 +60,9 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedire
 
 
 def _render(template: str, messages: list[dict[str, str]]) -> str:
-    try:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-    except ImportError as exc:
-        raise MissingExtraError(f"the server verifier renders chat templates with jinja2 "
-                                f"({exc}); pip install 'epic-edge[android]'") from exc
+    ImmutableSandboxedEnvironment = optional_import(
+        "jinja2.sandbox", "android", "the server verifier's chat templates"
+    ).ImmutableSandboxedEnvironment
 
     def fail(message: str) -> None:
         raise InvalidInputError(f"chat template refused the prompt: {message}")

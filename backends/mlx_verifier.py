@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import MissingExtraError, ModelNotFoundError
+from epic_edge.errors import ModelNotFoundError
+from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
 
 from . import verifier_prompts as vp
@@ -18,14 +19,8 @@ _HINT = "run `epic-edge export --device macbook-m4 --out DIR` and use DIR as the
 
 
 def _import_mlx() -> tuple[Any, Any]:
-    try:
-        import mlx.core as mx
-        import mlx_lm
-    except ImportError as exc:
-        raise MissingExtraError(f"the MLX verifier needs mlx and mlx-lm ({exc}); install them "
-                                "with: pip install 'epic-edge[apple]' (Linux: 'mlx[cpu]' mlx-lm)"
-                                ) from exc
-    return mx, mlx_lm
+    return (optional_import("mlx.core", "apple", "the MLX verifier"),
+            optional_import("mlx_lm", "apple", "the MLX verifier"))
 
 
 class MlxVerifier:

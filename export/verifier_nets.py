@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.calibrate import LabelledPair
-from epic_edge.errors import MissingExtraError
+from epic_edge.optional import optional_import
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "keep_logit"
@@ -19,12 +19,7 @@ MAX_LENGTH = 192
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingExtraError(f"training the verifier needs torch ({exc}); "
-                                "install it with: pip install 'epic-edge[export]'") from exc
-    return torch
+    return optional_import("torch", "export", "training the learned verifier")
 
 
 def build_cross_encoder(torch: Any, encoder: Any) -> Any:
