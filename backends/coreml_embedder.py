@@ -15,9 +15,9 @@ from epic_edge.errors import EpicEdgeError, InvalidInputError, ModelNotFoundErro
 from epic_edge.models import embedder_files
 from epic_edge.optional import optional_import
 from epic_edge.protocols import text_list
+from epic_edge.registry import COMPUTE_UNITS
 
 _HINT = "run `epic-edge export --device macbook-m4 --out DIR` and use DIR as the model folder"
-COMPUTE_UNITS = ("ALL", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE")
 
 
 class CoreMLNotSupportedError(EpicEdgeError):

@@ -19,7 +19,7 @@ from epic_edge.types import Preference, Verdict
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "epic-verifier-minilm/model.onnx"
-SETUP_HINT = "build it with: python -m epic_edge.export.train_verifier"
+SETUP_HINT = "run `epic-edge setup` (it trains the learned verifier once)"
 PREFERENCE_CACHE = 4096  # preference vectors kept between items
 
 
@@ -27,7 +27,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
 
 
-class CrossEncoderVerifier:
+class LearnedVerifier:
     """Scores (preference, item) pairs with a model trained by epic_edge.export.train_verifier.
 
     model.json "kind": "siamese" (fine-tuned bi-encoder: P = sigmoid(scale * cos + bias)) or
@@ -76,7 +76,7 @@ class CrossEncoderVerifier:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], model_dir: Path) -> CrossEncoderVerifier:
+    def from_config(cls, config: dict[str, Any], model_dir: Path) -> LearnedVerifier:
         """[verifier] backend = "learned"; instructions = "llm" (the `llm_backend` verifier,
         default "llama-cpp", loaded on the first kept item) | "template" (no LLM at all)."""
         model = Path(str(config.get("model", DEFAULT_MODEL))).expanduser()

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.errors import ModelNotFoundError
+from epic_edge.registry import DECISIONS, PROMPT_FORMATS
 from epic_edge.types import Preference, Verdict
 
 from . import verifier_prompts as vp
@@ -24,10 +25,9 @@ log = logging.getLogger(__name__)
 # "per-preference": one yes/no question per candidate preference (one call per candidate);
 # "none": no LLM decision, the coarse filter's candidates are kept and the LLM only writes
 # instructions (for models whose decision logits carry no signal: see bench.verification).
-DECISIONS = ("keep-discard", "per-preference", "none")
+# (the choices are declared with the backend's row: epic_edge.registry)
 # "chat": the GGUF's chat template (ChatML when it has none); "completion": a plain-text prompt
 # for base models (verifier_prompts.completion_prompt); "auto": chat iff the GGUF has a template.
-PROMPT_FORMATS = ("auto", "chat", "completion")
 
 
 class LlamaCppVerifier(LlamaCppCalls):

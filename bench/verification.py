@@ -77,9 +77,9 @@ def coarse_rows(embedder: Any, train: list, test: list, tau: float) -> list[dict
 
 
 def cross_encoder_row(model_path: Path, test: list) -> dict[str, Any]:
-    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
+    from epic_edge.backends.cross_encoder_verifier import LearnedVerifier
 
-    verifier = CrossEncoderVerifier(model_path)
+    verifier = LearnedVerifier(model_path)
     yte = np.array([p.keep for p in test])
     verifier.score_pairs([test[0].preference], [test[0].passage])  # warm-up
     t0 = time.perf_counter()

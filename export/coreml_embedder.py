@@ -12,11 +12,11 @@ from epic_edge.errors import InvalidInputError
 from epic_edge.export.onnx_embedder import DIM, MAX_LENGTH, MODEL_NAME, find_minilm_weights
 from epic_edge.export.torch_encoder import explicit_mask_encoder
 from epic_edge.optional import optional_import
+from epic_edge.registry import COMPUTE_UNITS
 
 PACKAGE_NAME = "model.mlpackage"
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "sentence_embedding"
-COMPUTE_UNITS = ("ALL", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE")
 MAX_BATCH = 64
 
 
