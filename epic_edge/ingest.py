@@ -95,7 +95,7 @@ class BatchIngester:
         with self._timed(stats, "consolidate"):
             entries, refresh = self._consolidate(entries, mem.store.entries_of_items(replaced))
             stats.consolidated = len(pending) - len(entries)
-        with self._timed(stats, "write"), mem._lock:
+        with self._timed(stats, "write"), mem.entry_index.lock:
             with mem.store.transaction() as conn:
                 # a preference removed meanwhile (another thread or process) takes its new
                 # entries with it, as it took the stored ones
@@ -106,9 +106,9 @@ class BatchIngester:
                 dropped = mem.store.delete_items(conn, replaced)
                 ids = mem.store.write_batch(conn, kept_items, entries, judged, epoch, refresh)
             with self._timed(stats, "index"):
-                mem._forget(dropped)
-                mem._index_add(np.array(ids, dtype=np.int64),
-                               np.array([e.embedding for e in entries], np.float32))
+                mem.entry_index.remove(dropped)
+                mem.entry_index.add(np.array(ids, dtype=np.int64),
+                                    np.array([e.embedding for e in entries], np.float32))
         stats.entries_added = len(ids)
         stats.replaced = len(replaced)
         return stats
@@ -150,8 +150,7 @@ class BatchIngester:
         keep: list[NewEntry] = []
         refresh: dict[int, float] = {}
         vectors = np.array([e.embedding for e in entries], np.float32)
-        with mem._lock:
-            scores, ids = mem.index.search(vectors, 4)
+        scores, ids = mem.entry_index.search(vectors, 4)
         owners = mem.store.entry_preferences(int(i) for i in ids.ravel() if i >= 0)
         for n, entry in enumerate(entries):
             pid = entry.preference_id
