@@ -95,7 +95,7 @@ class LlamaServerVerifier:
     def _local_template(model_path: str | Path | None) -> str | None:
         if model_path is None or not Path(model_path).is_file():
             return None
-        from epic_edge.export.gguf import gguf_metadata
+        from epic_edge.backends.gguf_file import gguf_metadata
 
         template = gguf_metadata(Path(model_path)).get("tokenizer.chat_template")
         return template if isinstance(template, str) else None

@@ -51,7 +51,7 @@ class LlamaCppVerifier(LlamaCppCalls):
         n_gpu_layers: int = 0,
         prompt_format: str = "auto",
     ) -> None:
-        from epic_edge.export.gguf import check_gguf
+        from epic_edge.backends.gguf_file import check_gguf
 
         llama_cpp = _import_llama_cpp()
         self.model_path = check_gguf(Path(model_path))

@@ -93,7 +93,7 @@ def cross_encoder_row(model_path: Path, test: list) -> dict[str, Any]:
 
 def llm_label(model_path: Path) -> tuple[str, float | None]:
     """("SmolLM2 135M", 135.0) from the GGUF's metadata; the file stem when it says nothing."""
-    from epic_edge.export.gguf import gguf_metadata
+    from epic_edge.backends.gguf_file import gguf_metadata
 
     meta = gguf_metadata(model_path)
     names = {"smollm2": "SmolLM2", "gemma-3": "Gemma 3"}

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from epic_edge.backends.gguf_file import check_gguf, gguf_quantisation
 from epic_edge.errors import ModelNotFoundError
-from epic_edge.export.gguf import check_gguf, gguf_quantisation
 from epic_edge.optional import optional_import
 
 MLX_DIR = "smollm2-135m-instruct-mlx-q4"
