@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from epic_edge.decision import decide, guard
 from epic_edge.errors import EpicEdgeError, InvalidInputError
 from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
@@ -210,16 +211,18 @@ class LlamaServerVerifier:
         return 1.0 / (1.0 + math.exp(min(700.0, ld - lk)))
 
     def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
-        if not candidates:
-            return Verdict.discard(reason="no candidate preferences")
-        if not item or not item.strip():
-            return Verdict.discard(reason="empty item")
+        guarded = guard(item, candidates)
+        if guarded is not None:
+            return guarded
         item, candidates = item[: self.max_item_chars], list(candidates)
         p = self.p_keep(item, candidates)  # ServerUnavailableError propagates: nothing is judged
-        if p < self.threshold:
-            return Verdict.discard(reason=f"P(Keep)={p:.3f} < threshold {self.threshold:.2f}",
-                                   llm_calls=1, confidence=1.0 - p)
-        kept = candidates[: self.max_preferences_per_item]
+        return decide(item, candidates, [p] * len(candidates), threshold=self.threshold,
+                      max_preferences=self.max_preferences_per_item, write=self._instructions,
+                      llm_calls=1)
+
+    def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
+                      ) -> tuple[dict[int, str], list[str], int]:
+        """One checked instruction per kept preference (template where the check fails)."""
         instructions: dict[int, str] = {}
         notes: list[str] = []
         for pref in kept:
@@ -232,9 +235,7 @@ class LlamaServerVerifier:
                 text = vp.template_instruction(item, pref)
                 notes.append(f"template instruction for preference {pref.id} ({problem})")
             instructions[pref.id] = text
-        reason = "; ".join([f"P(Keep)={p:.3f} >= threshold {self.threshold:.2f}", *notes])
-        return Verdict(keep=True, preference_ids=[x.id for x in kept], instructions=instructions,
-                       reason=reason, confidence=p, llm_calls=1 + len(kept))
+        return instructions, notes, len(kept)
 
     def close(self) -> None:
         """Nothing to release: every request opens and closes its own connection."""
