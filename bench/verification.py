@@ -77,7 +77,7 @@ def coarse_rows(embedder: Any, train: list, test: list, tau: float) -> list[dict
 
 
 def cross_encoder_row(model_path: Path, test: list) -> dict[str, Any]:
-    from epic_edge.backends.cross_encoder_verifier import LearnedVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
 
     verifier = LearnedVerifier(model_path)
     yte = np.array([p.keep for p in test])
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         if ce.is_file():
             rows.append(cross_encoder_row(ce, test))
         else:
-            print(f"(no learned verifier at {ce}; python -m epic_edge.export.train_verifier)")
+            print(f"(no learned verifier at {ce}; python -m epic_edge.export.verifier.train)")
     modes = [m for m in args.llm_modes.split(",") if m and m != "none"]
     sub = test[: args.llm_test_limit] if args.llm_test_limit else test
     if modes and args.llm_test_limit:  # compare like with like: every method on the subset

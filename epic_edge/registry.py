@@ -87,7 +87,7 @@ _ROWS = [
             ("executorch", "tokenizers"),
             {"qnn_model": TEXT, "prefer_qnn": Option(bool), "soc": TEXT},
             check=_CHECK + "executorch", exporter=_X + "export_executorch"),
-    Backend("verifier", "learned", _B + "cross_encoder_verifier:LearnedVerifier.from_config",
+    Backend("verifier", "learned", _B + "learned_verifier:LearnedVerifier.from_config",
             "cpu", ("onnxruntime", "tokenizers"),
             {"threads": INT, "max_length": POSITIVE,
              "instructions": Option(str, ("template", "llm")),

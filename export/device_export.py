@@ -86,7 +86,7 @@ def _export_embedder(job: ExportJob) -> dict[str, Any]:
 
 
 def export_onnx(job: ExportJob) -> dict[str, Any]:
-    from epic_edge.export.onnx_embedder import export_minilm_onnx
+    from epic_edge.export.minilm_onnx import export_minilm_onnx
     from epic_edge.export.onnx_int8 import INT8_NAME, agreement, quantize_int8
 
     folder = job.embedder_dir
@@ -99,7 +99,7 @@ def export_onnx(job: ExportJob) -> dict[str, Any]:
 
 
 def export_coreml(job: ExportJob) -> dict[str, Any]:
-    from epic_edge.export.coreml_embedder import export_coreml as export
+    from epic_edge.export.minilm_coreml import export_coreml as export
 
     cfg = job.profile.embedder
     job.step("embedder coreml", export, job.embedder_dir,
@@ -110,8 +110,8 @@ def export_coreml(job: ExportJob) -> dict[str, Any]:
 
 
 def export_executorch(job: ExportJob) -> dict[str, Any]:
-    from epic_edge.export.executorch_embedder import export_executorch as export
-    from epic_edge.export.executorch_embedder import qnn_sdk_root
+    from epic_edge.export.minilm_executorch import export_executorch as export
+    from epic_edge.export.minilm_executorch import qnn_sdk_root
 
     cfg, folder = job.profile.embedder, job.embedder_dir
     max_length = int(cfg.get("max_length", 256))

@@ -48,8 +48,8 @@ def tiny_cross_encoder(tmp_path_factory):
     import torch
     import transformers
 
-    from epic_edge.export.onnx_embedder import find_minilm_weights
-    from epic_edge.export.train_verifier import build_cross_encoder, export_onnx, load_tokenizer
+    from epic_edge.export.minilm_onnx import find_minilm_weights
+    from epic_edge.export.verifier.train import build_cross_encoder, export_onnx, load_tokenizer
 
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
@@ -66,8 +66,8 @@ def tiny_cross_encoder(tmp_path_factory):
 
 @needs_export
 def test_onnx_cross_encoder_agrees_with_torch(tiny_cross_encoder) -> None:
-    from epic_edge.backends.cross_encoder_verifier import LearnedVerifier
-    from epic_edge.export.train_verifier import torch_scores
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+    from epic_edge.export.verifier.train import torch_scores
 
     model, tokenizer, path = tiny_cross_encoder
     pairs = load_verification_set("test")[:12]
@@ -88,9 +88,9 @@ def test_onnx_siamese_verifier_agrees_with_torch(tmp_path) -> None:
     import torch
     import transformers
 
-    from epic_edge.backends.cross_encoder_verifier import LearnedVerifier
-    from epic_edge.export.onnx_embedder import find_minilm_weights
-    from epic_edge.export.train_verifier import (
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+    from epic_edge.export.minilm_onnx import find_minilm_weights
+    from epic_edge.export.verifier.train import (
         _Siamese,
         export_siamese_onnx,
         load_tokenizer,
@@ -121,7 +121,7 @@ def test_onnx_siamese_verifier_agrees_with_torch(tmp_path) -> None:
 
 @needs_export
 def test_cross_encoder_verdicts_and_template_instructions(tiny_cross_encoder) -> None:
-    from epic_edge.backends.cross_encoder_verifier import LearnedVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
 
     _, _, path = tiny_cross_encoder
     keep_all = LearnedVerifier(path, threshold=0.0)
@@ -148,7 +148,7 @@ class _BrokenInstructor:
 @needs_export
 @pytest.mark.parametrize("output", ["", "\x00 ### ", RuntimeError("llama_decode -1")])
 def test_bad_instructions_never_crash_ingest(tiny_cross_encoder, tmp_path, output) -> None:
-    from epic_edge.backends.cross_encoder_verifier import LearnedVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
     from epic_edge.backends.numpy_index import NumpyIndex
     from epic_edge.memory import Memory
     from fakes import BagOfWordsEmbedder
@@ -168,7 +168,7 @@ def test_bad_instructions_never_crash_ingest(tiny_cross_encoder, tmp_path, outpu
 
 @needs_export
 def test_missing_or_corrupt_model_is_a_clear_error(tmp_path) -> None:
-    from epic_edge.backends.cross_encoder_verifier import LearnedVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
     from epic_edge.errors import ModelNotFoundError
 
     with pytest.raises(ModelNotFoundError, match="epic-edge setup"):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.errors import InvalidInputError, ModelNotFoundError
-from epic_edge.export.onnx_embedder import (
+from epic_edge.export.minilm_onnx import (
     DIM,
     INPUT_NAMES,
     MAX_LENGTH,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.errors import InvalidInputError
-from epic_edge.export.onnx_embedder import DIM, MAX_LENGTH, MODEL_NAME, find_minilm_weights
+from epic_edge.export.minilm_onnx import DIM, MAX_LENGTH, MODEL_NAME, find_minilm_weights
 from epic_edge.export.torch_encoder import explicit_mask_encoder
 from epic_edge.optional import optional_import
 from epic_edge.registry import COMPUTE_UNITS

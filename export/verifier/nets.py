@@ -119,8 +119,8 @@ def siamese_scores(model: _Siamese, tokenizer: Any, pairs: Sequence[LabelledPair
 def export_siamese_onnx(model: _Siamese, out_dir: Path, *, quantize: bool = True,
                         opset: int = 17) -> Path:
     """The fine-tuned encoder as a pooled, normalised ONNX (same I/O as the embedder)."""
-    from .onnx_embedder import OUTPUT_NAME as EMB_OUT
-    from .onnx_embedder import _pooled_encoder
+    from epic_edge.export.minilm_onnx import OUTPUT_NAME as EMB_OUT
+    from epic_edge.export.minilm_onnx import _pooled_encoder
 
     torch = _torch()
     wrapper = _pooled_encoder(torch, model.encoder)
