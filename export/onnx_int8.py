@@ -33,7 +33,8 @@ def quantize_int8(fp32_model: Path, out_path: Path | None = None, *,
     """Write a dynamic-int8 copy of `fp32_model` (weights int8, activations quantised at run time).
 
     per_channel=True keeps one scale per output channel; the per-tensor default of ONNX Runtime
-    loses noticeably more agreement with fp32 on MiniLM (see tests/test_export_onnx_int8.py).
+    loses noticeably more agreement with fp32 on MiniLM (tests/test_export_bundle.py,
+    test_per_tensor_int8_agrees_less).
     """
     quantization = optional_import("onnxruntime.quantization", "export", "int8 quantisation")
     QuantType, quantize_dynamic = quantization.QuantType, quantization.quantize_dynamic

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,3 +97,12 @@ def test_no_import_cycle():
         if node not in state:
             visit(node, [node])
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_every_test_file_the_code_cites_exists():
+    cited = set()
+    for path in [*ROOT.glob("*.md"), *(p for folder in (*ROOMS, "docs", "scripts")
+                                      for p in (ROOT / folder).rglob("*") if p.is_file()
+                                      and p.suffix in (".py", ".md", ".toml", ".sh"))]:
+        cited |= set(re.findall(r"tests/[\w/]+\.py", path.read_text("utf-8", "replace")))
+    assert cited and not {c for c in cited if not (ROOT / c).is_file()}
