@@ -222,20 +222,16 @@ class LlamaServerVerifier:
 
     def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
                       ) -> tuple[dict[int, str], list[str], int]:
-        """One checked instruction per kept preference (template where the check fails)."""
-        instructions: dict[int, str] = {}
-        notes: list[str] = []
-        for pref in kept:
+        """One checked instruction per kept preference (template where the check fails); a
+        server fault propagates (the item is not judged)."""
+
+        def generate(pref: Preference) -> str:
             prompt = _render(self._template_text(), vp.instruction_messages(item, candidates, pref))
-            raw = self._complete(prompt + vp.INSTRUCTION_PREFILL, grammar=vp.INSTRUCTION_GRAMMAR,
-                                 max_tokens=self.max_instruction_tokens).get("text", "")
-            text, problem = vp.clean_instruction(raw, item, prefix=vp.INSTRUCTION_PREFILL,
-                                                 max_chars=self.max_instruction_tokens * 8)
-            if problem:
-                text = vp.template_instruction(item, pref)
-                notes.append(f"template instruction for preference {pref.id} ({problem})")
-            instructions[pref.id] = text
-        return instructions, notes, len(kept)
+            return str(self._complete(prompt + vp.INSTRUCTION_PREFILL,
+                                      grammar=vp.INSTRUCTION_GRAMMAR,
+                                      max_tokens=self.max_instruction_tokens).get("text", ""))
+
+        return vp.checked_instructions(item, kept, generate, self.max_instruction_tokens * 8)
 
     def close(self) -> None:
         """Nothing to release: every request opens and closes its own connection."""

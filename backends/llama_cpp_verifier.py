@@ -160,26 +160,13 @@ class LlamaCppVerifier(LlamaCppCalls):
     def _instructions(
         self, item: str, candidates: list[Preference], kept: list[Preference]
     ) -> tuple[dict[int, str], list[str], int]:
-        instructions: dict[int, str] = {}
-        notes: list[str] = []
-        calls = 0
-        for pref in kept:
-            calls += 1
-            try:
-                raw = self._generate(self._prompt_tokens(
-                    vp.instruction_messages(vp.ITEM_SLOT, candidates, pref),
-                    vp.INSTRUCTION_PREFILL, item=item))
-                text, problem = vp.clean_instruction(
-                    raw, item, prefix=vp.INSTRUCTION_PREFILL,
-                    max_chars=self.max_instruction_tokens * 8)
-            except Exception as exc:
-                log.warning("llama.cpp instruction failed (%s)", type(exc).__name__)
-                text, problem = "", f"generation failed: {type(exc).__name__}"
-            if problem:
-                text = vp.template_instruction(item, pref)
-                notes.append(f"template instruction for preference {pref.id} ({problem})")
-            instructions[pref.id] = text
-        return instructions, notes, calls
+        def generate(pref: Preference) -> str:
+            return self._generate(self._prompt_tokens(
+                vp.instruction_messages(vp.ITEM_SLOT, candidates, pref),
+                vp.INSTRUCTION_PREFILL, item=item))
+
+        return vp.checked_instructions(item, kept, generate, self.max_instruction_tokens * 8,
+                                       fall_back_on_error=True)
 
     # -- decisions ------------------------------------------------------------------------------
 

@@ -83,21 +83,15 @@ class MlxVerifier:
     def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
                       ) -> tuple[dict[int, str], list[str], int]:
         """One checked instruction per kept preference (template where the check fails)."""
-        instructions: dict[int, str] = {}
-        notes: list[str] = []
-        for pref in kept:
+
+        def generate(pref: Preference) -> str:
             prompt = self._prompt(vp.instruction_messages(item, candidates, pref),
                                   vp.INSTRUCTION_PREFILL)
             raw = self._generate(self._model, self._tok, prompt=prompt,
                                  max_tokens=self.max_instruction_tokens)
-            raw = re.split(r"(?<=[.!?])\s|\n", raw.strip(), maxsplit=1)[0]
-            text, problem = vp.clean_instruction(raw, item, prefix=vp.INSTRUCTION_PREFILL,
-                                                 max_chars=self.max_instruction_tokens * 8)
-            if problem:
-                text = vp.template_instruction(item, pref)
-                notes.append(f"template instruction for preference {pref.id} ({problem})")
-            instructions[pref.id] = text
-        return instructions, notes, len(kept)
+            return re.split(r"(?<=[.!?])\s|\n", raw.strip(), maxsplit=1)[0]
+
+        return vp.checked_instructions(item, kept, generate, self.max_instruction_tokens * 8)
 
     def close(self) -> None:
         self._model = None

@@ -44,3 +44,23 @@ def test_writer_is_called_for_kept_items_only_and_unusable_text_falls_back():
     assert kept.reason.endswith("; note")
     decide(ITEM, [A], [0.1], threshold=0.5, max_preferences=1, write=write)
     assert calls == [[1, 2]]  # a discarded item costs no instruction
+
+
+def test_checked_instructions_template_what_fails_and_propagate_or_fall_back_on_errors():
+    import pytest
+
+    from epic_edge.backends.verifier_prompts import INSTRUCTION_PREFILL, checked_instructions
+
+    def generate(pref: Preference) -> str:
+        if pref is C:
+            raise ConnectionError("server down")
+        return " suggest it for dinner." if pref is A else "?"
+
+    texts, notes, calls = checked_instructions(ITEM, [A, B], generate, 400)
+    assert texts == {1: f"{INSTRUCTION_PREFILL} suggest it for dinner.",
+                     2: template_instruction(ITEM, B)}
+    assert calls == 2 and notes == ["template instruction for preference 2 (empty or not words)"]
+    with pytest.raises(ConnectionError):
+        checked_instructions(ITEM, [C], generate, 400)
+    texts, notes, _ = checked_instructions(ITEM, [C], generate, 400, fall_back_on_error=True)
+    assert texts == {3: template_instruction(ITEM, C)} and "ConnectionError" in notes[0]
