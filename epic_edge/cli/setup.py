@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ def learned_verifier(config: dict[str, Any], models: Path, force: bool = False
     if force or not model.is_file():
         from epic_edge.export.verifier.train import train_and_export
 
-        print(f"[setup] training the learned verifier once into {model.parent}", flush=True)
+        print(f"[setup] training the learned verifier once into {model.parent}", file=sys.stderr,
+              flush=True)
         train_and_export(model.parent)
     installed["learned verifier"] = model
     if config.get("instructions", "template") == "llm":
