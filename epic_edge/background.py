@@ -55,15 +55,14 @@ class BackgroundGate:
 
     def __init__(self, quantile: float) -> None:
         self.quantile = check_quantile(quantile)
-        self._cut: float | None = None
+        self._cut: tuple[int, float] | None = None  # (entry index version, cut)
 
-    def invalidate(self) -> None:
-        """The entries changed: compute the cut again on next use."""
-        self._cut = None
-
-    def threshold(self, embedder, index) -> float | None:  # type: ignore[no-untyped-def]
-        """The cut for this memory's index (None while it holds no entries)."""
-        if self._cut is None and len(index):
-            scores, _ = index.search(background_vectors(embedder), 1)
-            self._cut = item_threshold(scores[:, 0], self.quantile)
-        return self._cut
+    def threshold(self, embedder, entries) -> float | None:  # type: ignore[no-untyped-def]
+        """The cut for this memory's EntryIndex (None while it holds no entries)."""
+        with entries.lock:
+            if not len(entries):
+                return None
+            if self._cut is None or self._cut[0] != entries.version:
+                scores, _ = entries.search(background_vectors(embedder), 1)
+                self._cut = (entries.version, item_threshold(scores[:, 0], self.quantile))
+            return self._cut[1]
