@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError, ModelNotFoundError
+from epic_edge.errors import EpicEdgeError, InvalidInputError, ModelNotFoundError
 from epic_edge.models import embedder_files
+from epic_edge.optional import optional_import
 from epic_edge.protocols import text_list
+from epic_edge.registry import COMPUTE_UNITS
 
 _HINT = "run `epic-edge export --device macbook-m4 --out DIR` and use DIR as the model folder"
-COMPUTE_UNITS = ("ALL", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE")
 
 
 class CoreMLNotSupportedError(EpicEdgeError):
@@ -54,12 +55,9 @@ class CoreMLEmbedder:
                 f"Core ML prediction runs on macOS only; this is {platform.system()} "
                 f"{platform.machine()}. Use the linux-cpu profile here, or copy the bundle to "
                 "a Mac (docs/devices/macbook-m4.md)")
-        try:  # macOS only from here on
-            import coremltools as ct
-            import tokenizers
-        except ImportError as exc:
-            raise MissingExtraError(f"the Core ML embedder needs coremltools and tokenizers "
-                                    f"({exc}); pip install 'epic-edge[apple]'") from exc
+        # macOS only from here on
+        ct = optional_import("coremltools", "apple", "the Core ML embedder")
+        tokenizers = optional_import("tokenizers", "apple", "the Core ML embedder")
         meta = json.loads((self.model_path.parent / "model.json").read_text("utf-8"))
         self.meta: dict[str, Any] = meta
         self.dim: int = int(meta.get("dim", 384))

@@ -9,22 +9,19 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import EpicEdgeError, MissingExtraError, ModelNotFoundError
+from epic_edge.errors import EpicEdgeError, ModelNotFoundError
 from epic_edge.models import embedder_files
+from epic_edge.optional import optional_import
 from epic_edge.protocols import text_list
 
 _HINT = "run `epic-edge export --device galaxy-z-flip6 --out DIR` and use DIR as the model folder"
 
 
 def _import_runtime() -> tuple[Any, Any, Any]:
-    try:
-        import tokenizers
-        import torch
-        from executorch.runtime import Runtime
-    except ImportError as exc:
-        raise MissingExtraError(f"the ExecuTorch embedder needs executorch and tokenizers ({exc});"
-                                " install them with: pip install 'epic-edge[android]'") from exc
-    return Runtime, torch, tokenizers
+    what = "the ExecuTorch embedder"
+    tokenizers = optional_import("tokenizers", "android", what)
+    torch = optional_import("torch", "android", what)
+    return optional_import("executorch.runtime", "android", what).Runtime, torch, tokenizers
 
 
 class ExecuTorchEmbedder:

@@ -7,18 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import MissingExtraError
+from epic_edge.optional import optional_import
 
 
 def _faiss() -> Any:
-    try:
-        import faiss
-    except ImportError as exc:
-        raise MissingExtraError(
-            "the FAISS index needs faiss-cpu: pip install 'epic-edge[cpu]' "
-            "(or use index backend 'numpy')"
-        ) from exc
-    return faiss
+    return optional_import("faiss", "cpu", "the FAISS index (or index backend 'numpy')")
 
 
 class FaissIndex:

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError
+from epic_edge.decision import decide, guard
+from epic_edge.errors import EpicEdgeError, InvalidInputError
+from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
 
 from . import verifier_prompts as vp
@@ -59,11 +61,9 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedire
 
 
 def _render(template: str, messages: list[dict[str, str]]) -> str:
-    try:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-    except ImportError as exc:
-        raise MissingExtraError(f"the server verifier renders chat templates with jinja2 "
-                                f"({exc}); pip install 'epic-edge[android]'") from exc
+    ImmutableSandboxedEnvironment = optional_import(
+        "jinja2.sandbox", "android", "the server verifier's chat templates"
+    ).ImmutableSandboxedEnvironment
 
     def fail(message: str) -> None:
         raise InvalidInputError(f"chat template refused the prompt: {message}")
@@ -96,7 +96,7 @@ class LlamaServerVerifier:
     def _local_template(model_path: str | Path | None) -> str | None:
         if model_path is None or not Path(model_path).is_file():
             return None
-        from epic_edge.export.gguf import gguf_metadata
+        from epic_edge.backends.gguf_file import gguf_metadata
 
         template = gguf_metadata(Path(model_path)).get("tokenizer.chat_template")
         return template if isinstance(template, str) else None
@@ -211,31 +211,27 @@ class LlamaServerVerifier:
         return 1.0 / (1.0 + math.exp(min(700.0, ld - lk)))
 
     def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
-        if not candidates:
-            return Verdict.discard(reason="no candidate preferences")
-        if not item or not item.strip():
-            return Verdict.discard(reason="empty item")
+        guarded = guard(item, candidates)
+        if guarded is not None:
+            return guarded
         item, candidates = item[: self.max_item_chars], list(candidates)
         p = self.p_keep(item, candidates)  # ServerUnavailableError propagates: nothing is judged
-        if p < self.threshold:
-            return Verdict.discard(reason=f"P(Keep)={p:.3f} < threshold {self.threshold:.2f}",
-                                   llm_calls=1, confidence=1.0 - p)
-        kept = candidates[: self.max_preferences_per_item]
-        instructions: dict[int, str] = {}
-        notes: list[str] = []
-        for pref in kept:
+        return decide(item, candidates, [p] * len(candidates), threshold=self.threshold,
+                      max_preferences=self.max_preferences_per_item, write=self._instructions,
+                      llm_calls=1)
+
+    def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
+                      ) -> tuple[dict[int, str], list[str], int]:
+        """One checked instruction per kept preference (template where the check fails); a
+        server fault propagates (the item is not judged)."""
+
+        def generate(pref: Preference) -> str:
             prompt = _render(self._template_text(), vp.instruction_messages(item, candidates, pref))
-            raw = self._complete(prompt + vp.INSTRUCTION_PREFILL, grammar=vp.INSTRUCTION_GRAMMAR,
-                                 max_tokens=self.max_instruction_tokens).get("text", "")
-            text, problem = vp.clean_instruction(raw, item, prefix=vp.INSTRUCTION_PREFILL,
-                                                 max_chars=self.max_instruction_tokens * 8)
-            if problem:
-                text = vp.template_instruction(item, pref)
-                notes.append(f"template instruction for preference {pref.id} ({problem})")
-            instructions[pref.id] = text
-        reason = "; ".join([f"P(Keep)={p:.3f} >= threshold {self.threshold:.2f}", *notes])
-        return Verdict(keep=True, preference_ids=[x.id for x in kept], instructions=instructions,
-                       reason=reason, confidence=p, llm_calls=1 + len(kept))
+            return str(self._complete(prompt + vp.INSTRUCTION_PREFILL,
+                                      grammar=vp.INSTRUCTION_GRAMMAR,
+                                      max_tokens=self.max_instruction_tokens).get("text", ""))
+
+        return vp.checked_instructions(item, kept, generate, self.max_instruction_tokens * 8)
 
     def close(self) -> None:
         """Nothing to release: every request opens and closes its own connection."""

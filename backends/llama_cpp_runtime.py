@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import MissingExtraError
+from epic_edge.optional import optional_import
 from epic_edge.types import Preference
 
 from . import verifier_prompts as vp
@@ -20,14 +20,7 @@ _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)]
 
 
 def _import_llama_cpp() -> Any:
-    try:
-        import llama_cpp
-    except ImportError as exc:
-        raise MissingExtraError(
-            f"the llama.cpp verifier needs llama-cpp-python ({exc}); "
-            "install it with: pip install 'epic-edge[cpu]'"
-        ) from exc
-    return llama_cpp
+    return optional_import("llama_cpp", "cpu", "the llama.cpp verifier")
 
 
 CUDA_BUILD_HINT = ('CMAKE_ARGS="-DGGML_CUDA=on" pip install --no-binary llama-cpp-python '

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.decision import decide, guard
 from epic_edge.errors import ModelNotFoundError
+from epic_edge.registry import DECISIONS, PROMPT_FORMATS
 from epic_edge.types import Preference, Verdict
 
 from . import verifier_prompts as vp
@@ -24,10 +26,9 @@ log = logging.getLogger(__name__)
 # "per-preference": one yes/no question per candidate preference (one call per candidate);
 # "none": no LLM decision, the coarse filter's candidates are kept and the LLM only writes
 # instructions (for models whose decision logits carry no signal: see bench.verification).
-DECISIONS = ("keep-discard", "per-preference", "none")
+# (the choices are declared with the backend's row: epic_edge.registry)
 # "chat": the GGUF's chat template (ChatML when it has none); "completion": a plain-text prompt
 # for base models (verifier_prompts.completion_prompt); "auto": chat iff the GGUF has a template.
-PROMPT_FORMATS = ("auto", "chat", "completion")
 
 
 class LlamaCppVerifier(LlamaCppCalls):
@@ -51,7 +52,7 @@ class LlamaCppVerifier(LlamaCppCalls):
         n_gpu_layers: int = 0,
         prompt_format: str = "auto",
     ) -> None:
-        from epic_edge.export.gguf import check_gguf
+        from epic_edge.backends.gguf_file import check_gguf
 
         llama_cpp = _import_llama_cpp()
         self.model_path = check_gguf(Path(model_path))
@@ -115,46 +116,30 @@ class LlamaCppVerifier(LlamaCppCalls):
     def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
         if self._llm is None:
             raise RuntimeError("LlamaCppVerifier is closed")
-        if not candidates:
-            return Verdict.discard(reason="no candidate preferences")
-        if not item or not item.strip():
-            return Verdict.discard(reason="empty item")
+        guarded = guard(item, candidates)
+        if guarded is not None:
+            return guarded
         with self._lock:
             return self._verify(item, list(candidates))
 
     def _verify(self, item: str, candidates: list[Preference]) -> Verdict:
+        # a decision fault propagates: epic_edge.faults logs its type (never the item) and
+        # the item is not recorded as judged, so the next ingest retries it
+        item = self._truncate(item, candidates)
         calls = 0
-        try:
-            item = self._truncate(item, candidates)
-            if self.decision == "none":
-                probs = [1.0] * len(candidates)
-            elif self.decision == "per-preference":
-                probs = []
-                for pref in candidates:
-                    calls += 1
-                    probs.append(self._p_yes(item, pref))
-            else:
-                calls = 1
-                probs = [self._p_keep(item, candidates)] * len(candidates)
-        except Exception as exc:  # never crash, never log the item (it may be personal)
-            log.warning("llama.cpp decision failed (%s); item discarded", type(exc).__name__)
-            return Verdict.discard(reason=f"decision failed: {type(exc).__name__}",
-                                   llm_calls=calls)
-        p_keep = max(probs)
-        if p_keep < self.threshold:
-            return Verdict.discard(
-                reason=f"P(Keep)={p_keep:.3f} < threshold {self.threshold:.2f}",
-                llm_calls=calls, confidence=1.0 - p_keep,
-            )
-        ranked = sorted((p for p, q in zip(candidates, probs) if q >= self.threshold),
-                        key=lambda p: -probs[candidates.index(p)])
-        kept = ranked[: self.max_preferences_per_item]
-        instructions, notes, more = self._instructions(item, candidates, kept)
-        reason = f"P(Keep)={p_keep:.3f} >= threshold {self.threshold:.2f}"
-        if notes:
-            reason += "; " + "; ".join(notes)
-        return Verdict(keep=True, preference_ids=[p.id for p in kept], instructions=instructions,
-                       reason=reason, confidence=p_keep, llm_calls=calls + more)
+        if self.decision == "none":
+            probs = [1.0] * len(candidates)
+        elif self.decision == "per-preference":
+            probs = []
+            for pref in candidates:
+                calls += 1
+                probs.append(self._p_yes(item, pref))
+        else:
+            calls = 1
+            probs = [self._p_keep(item, candidates)] * len(candidates)
+        return decide(item, candidates, probs, threshold=self.threshold,
+                      max_preferences=self.max_preferences_per_item, write=self._instructions,
+                      llm_calls=calls)
 
     def write_instructions(
         self, item: str, candidates: Sequence[Preference], kept: Sequence[Preference]
@@ -175,26 +160,13 @@ class LlamaCppVerifier(LlamaCppCalls):
     def _instructions(
         self, item: str, candidates: list[Preference], kept: list[Preference]
     ) -> tuple[dict[int, str], list[str], int]:
-        instructions: dict[int, str] = {}
-        notes: list[str] = []
-        calls = 0
-        for pref in kept:
-            calls += 1
-            try:
-                raw = self._generate(self._prompt_tokens(
-                    vp.instruction_messages(vp.ITEM_SLOT, candidates, pref),
-                    vp.INSTRUCTION_PREFILL, item=item))
-                text, problem = vp.clean_instruction(
-                    raw, item, prefix=vp.INSTRUCTION_PREFILL,
-                    max_chars=self.max_instruction_tokens * 8)
-            except Exception as exc:
-                log.warning("llama.cpp instruction failed (%s)", type(exc).__name__)
-                text, problem = "", f"generation failed: {type(exc).__name__}"
-            if problem:
-                text = vp.template_instruction(item, pref)
-                notes.append(f"template instruction for preference {pref.id} ({problem})")
-            instructions[pref.id] = text
-        return instructions, notes, calls
+        def generate(pref: Preference) -> str:
+            return self._generate(self._prompt_tokens(
+                vp.instruction_messages(vp.ITEM_SLOT, candidates, pref),
+                vp.INSTRUCTION_PREFILL, item=item))
+
+        return vp.checked_instructions(item, kept, generate, self.max_instruction_tokens * 8,
+                                       fall_back_on_error=True)
 
     # -- decisions ------------------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import MissingExtraError, ModelNotFoundError
+from epic_edge.decision import decide, guard
+from epic_edge.errors import ModelNotFoundError
+from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
 
 from . import verifier_prompts as vp
@@ -18,14 +20,8 @@ _HINT = "run `epic-edge export --device macbook-m4 --out DIR` and use DIR as the
 
 
 def _import_mlx() -> tuple[Any, Any]:
-    try:
-        import mlx.core as mx
-        import mlx_lm
-    except ImportError as exc:
-        raise MissingExtraError(f"the MLX verifier needs mlx and mlx-lm ({exc}); install them "
-                                "with: pip install 'epic-edge[apple]' (Linux: 'mlx[cpu]' mlx-lm)"
-                                ) from exc
-    return mx, mlx_lm
+    return (optional_import("mlx.core", "apple", "the MLX verifier"),
+            optional_import("mlx_lm", "apple", "the MLX verifier"))
 
 
 class MlxVerifier:
@@ -74,30 +70,28 @@ class MlxVerifier:
             ids[: self.max_item_tokens])
 
     def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
-        if not candidates:
-            return Verdict.discard(reason="no candidate preferences")
-        if not item or not item.strip():
-            return Verdict.discard(reason="empty item")
+        guarded = guard(item, candidates)
+        if guarded is not None:
+            return guarded
         with self._lock:
             item, candidates = self._truncate(item), list(candidates)
             p = self.p_keep(item, candidates)
-            if p < self.threshold:
-                return Verdict.discard(reason=f"P(Keep)={p:.3f} < threshold {self.threshold:.2f}",
-                                       llm_calls=1, confidence=1.0 - p)
-            kept = candidates[: self.max_preferences_per_item]
-            instructions: dict[int, str] = {}
-            for pref in kept:
-                prompt = self._prompt(vp.instruction_messages(item, candidates, pref),
-                                      vp.INSTRUCTION_PREFILL)
-                raw = self._generate(self._model, self._tok, prompt=prompt,
-                                     max_tokens=self.max_instruction_tokens)
-                raw = re.split(r"(?<=[.!?])\s|\n", raw.strip(), maxsplit=1)[0]
-                text, problem = vp.clean_instruction(raw, item, prefix=vp.INSTRUCTION_PREFILL,
-                                                     max_chars=self.max_instruction_tokens * 8)
-                instructions[pref.id] = vp.template_instruction(item, pref) if problem else text
-        return Verdict(keep=True, preference_ids=[x.id for x in kept], instructions=instructions,
-                       reason=f"P(Keep)={p:.3f} >= threshold {self.threshold:.2f}",
-                       confidence=p, llm_calls=1 + len(kept))
+            return decide(item, candidates, [p] * len(candidates), threshold=self.threshold,
+                          max_preferences=self.max_preferences_per_item,
+                          write=self._instructions, llm_calls=1)
+
+    def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
+                      ) -> tuple[dict[int, str], list[str], int]:
+        """One checked instruction per kept preference (template where the check fails)."""
+
+        def generate(pref: Preference) -> str:
+            prompt = self._prompt(vp.instruction_messages(item, candidates, pref),
+                                  vp.INSTRUCTION_PREFILL)
+            raw = self._generate(self._model, self._tok, prompt=prompt,
+                                 max_tokens=self.max_instruction_tokens)
+            return re.split(r"(?<=[.!?])\s|\n", raw.strip(), maxsplit=1)[0]
+
+        return vp.checked_instructions(item, kept, generate, self.max_instruction_tokens * 8)
 
     def close(self) -> None:
         self._model = None

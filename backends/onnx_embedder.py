@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import EpicEdgeError, InvalidInputError, MissingExtraError, ModelNotFoundError
+from epic_edge.errors import EpicEdgeError, InvalidInputError, ModelNotFoundError
 from epic_edge.models import embedder_files
+from epic_edge.optional import optional_import
 from epic_edge.protocols import text_list
 
 _KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -23,15 +24,8 @@ _BROKEN_HINT = "delete it and run `epic-edge setup` again"
 
 
 def _import_runtime() -> tuple[Any, Any]:
-    try:
-        import onnxruntime
-        import tokenizers
-    except ImportError as exc:
-        raise MissingExtraError(
-            f"the ONNX embedder needs onnxruntime and tokenizers ({exc}). "
-            "Install them with: pip install 'epic-edge[cpu]'"
-        ) from exc
-    return onnxruntime, tokenizers
+    return (optional_import("onnxruntime", "cpu", "the ONNX embedder"),
+            optional_import("tokenizers", "cpu", "the ONNX embedder"))
 
 
 def _read_manifest(model_path: Path) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from epic_edge.backends.verifier_prompts import template_instruction
+from epic_edge.decision import decide
 from epic_edge.types import Preference, Verdict
 
 
@@ -21,13 +21,9 @@ class TemplateVerifier:
         return cls(int(config.get("max_preferences_per_item", 2)))
 
     def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
-        kept = list(candidates)[: self.max_preferences_per_item]
-        if not kept:
+        """P(Keep) = 1 for every candidate; the decision module files it under the first
+        `max_preferences_per_item` with template instructions."""
+        if not candidates:
             return Verdict.discard("no candidate preference")
-        return Verdict(
-            keep=True,
-            preference_ids=[p.id for p in kept],
-            instructions={p.id: template_instruction(item, p) for p in kept},
-            reason="template verifier keeps every candidate",
-            confidence=1.0,
-        )
+        return decide(item, candidates, [1.0] * len(candidates), threshold=1.0,
+                      max_preferences=self.max_preferences_per_item)

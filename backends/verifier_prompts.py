@@ -8,7 +8,8 @@ made for one item.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 
 from epic_edge.instructions import (  # noqa: F401  (re-exported)
     LEAD_WORDS,
@@ -16,6 +17,8 @@ from epic_edge.instructions import (  # noqa: F401  (re-exported)
     template_instruction,
 )
 from epic_edge.types import Preference
+
+log = logging.getLogger(__name__)
 
 SYSTEM = (
     "You decide what a personal assistant should remember about its user. "
@@ -137,6 +140,31 @@ def clean_instruction(
     if not text.endswith((".", "!", "?")):
         text += "."
     return text, ""
+
+
+def checked_instructions(
+    item: str, kept: Sequence[Preference], generate: Callable[[Preference], str],
+    max_chars: int, *, fall_back_on_error: bool = False,
+) -> tuple[dict[int, str], list[str], int]:
+    """One instruction per kept preference: generate(preference) continues the prefill, the
+    text is checked (clean_instruction) and the template replaces what fails, with a note.
+    A generation error propagates, or (fall_back_on_error) is logged by type and templated."""
+    instructions: dict[int, str] = {}
+    notes: list[str] = []
+    for pref in kept:
+        try:
+            text, problem = clean_instruction(generate(pref), item, prefix=INSTRUCTION_PREFILL,
+                                              max_chars=max_chars)
+        except Exception as exc:
+            if not fall_back_on_error:
+                raise
+            log.warning("instruction generation failed (%s)", type(exc).__name__)
+            text, problem = "", f"generation failed: {type(exc).__name__}"
+        if problem:
+            text = template_instruction(item, pref)
+            notes.append(f"template instruction for preference {pref.id} ({problem})")
+        instructions[pref.id] = text
+    return instructions, notes, len(kept)
 
 
 def _copied_share(words: list[str], item_words: list[str]) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.background import background_questions, item_threshold
 from epic_edge.datasets import load_prefwiki, load_sample_corpus, load_sample_persona
 from epic_edge.memory import Memory
 from epic_edge.models import model_dir
@@ -21,16 +22,20 @@ from epic_edge.protocols import Embedder
 from epic_edge.registry import create
 
 THRESHOLDS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
+QUANTILES = tuple(np.round(np.arange(0.80, 0.995, 0.01), 2))  # item-gate quantiles tried
 NO_PREFERENCE = "no_preference.jsonl"  # in bench/judged/: questions that bear on no preference
 
 
 def no_preference_questions() -> list[str]:
-    """The memory-use policy set: questions that bear on no preference (bench/judged/)."""
+    """The held-out memory-use policy set: questions that bear on no preference
+    (bench/judged/), less the half the runtime ships as its background (epic_edge.background)."""
     from epic_edge.bench.relevance import data_dir
 
     path = data_dir() / NO_PREFERENCE
-    return [json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    background = set(background_questions())
+    return [q for q in (json.loads(line)["question"] for line in
+                        path.read_text(encoding="utf-8").splitlines() if line.strip())
+            if q not in background]
 
 
 def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,
@@ -43,26 +48,46 @@ def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,
     return np.stack([pref, item], axis=1).astype(np.float64)
 
 
-def choose_gate(own: np.ndarray, none: np.ndarray, min_refused: float = 0.80,
-                grid: np.ndarray | None = None) -> dict[str, float]:
-    """Memory is used when the closest preference >= gate OR the best kept item >= item_gate.
+def with_cut(rows: Any, background: Any, quantile: float | None,
+             item_gate: float | None = None) -> np.ndarray:
+    """Evidence rows plus the item cut in force for their memory: a fixed item_gate, else the
+    `quantile` of the background questions' best-entry scores (`background` evidence rows)."""
+    rows = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+    if item_gate is not None:
+        cut = float(item_gate)
+    elif quantile is not None and len(background):
+        cut = item_threshold(np.asarray(background, np.float64).reshape(-1, 2)[:, 1], quantile)
+    else:
+        cut = np.inf
+    return np.column_stack([rows, np.full(len(rows), cut)])
 
-    Picks, on the given evidence rows, the pair that refuses memory to at least `min_refused`
-    of the questions that bear on no preference and withholds it from the fewest of the
-    personas' own questions (implicit questions included); ties go to more refusals."""
+
+def used(rows: np.ndarray, gate: float | None) -> np.ndarray:
+    """Which rows (closest preference, best entry, item cut) get memory; gate None: all."""
+    if gate is None:
+        return np.ones(len(rows), dtype=bool)
+    return (rows[:, 0] >= gate) | (rows[:, 1] >= rows[:, 2])
+
+
+def choose_gate(own: dict[float, np.ndarray], none: dict[float, np.ndarray],
+                min_refused: float = 0.80, grid: np.ndarray | None = None) -> dict[str, float]:
+    """Memory is used when the closest preference >= gate OR the best kept item beats the
+    memory's background cut at quantile q (rows per q: preference, best entry, cut).
+
+    Picks, on the given rows, the (gate, q) that refuses memory to at least `min_refused` of
+    the questions that bear on no preference and withholds it from the fewest of the personas'
+    own questions (implicit questions included); ties go to more refusals."""
     grid = np.round(np.arange(0.10, 0.65, 0.01), 2) if grid is None else grid
     best: dict[str, float] = {}
-    for gate in grid:
-        for item_gate in grid:
-            used_own = (own[:, 0] >= gate) | (own[:, 1] >= item_gate)
-            used_none = (none[:, 0] >= gate) | (none[:, 1] >= item_gate)
-            refused = 1.0 - float(used_none.mean())
+    for quantile in own:
+        for gate in grid:
+            refused = 1.0 - float(used(none[quantile], gate).mean())
             if refused < min_refused:
                 continue
-            withheld = 1.0 - float(used_own.mean())
+            withheld = 1.0 - float(used(own[quantile], gate).mean())
             if not best or (withheld, -refused) < (best["no_memory_own"],
                                                    -best["no_memory_none"]):
-                best = {"gate": float(gate), "item_gate": float(item_gate),
+                best = {"gate": float(gate), "item_gate_quantile": float(quantile),
                         "no_memory_own": withheld, "no_memory_none": refused}
     return best
 
@@ -90,39 +115,41 @@ def gate_rates(embedder: Embedder, thresholds=THRESHOLDS) -> dict[str, Any]:
     }
 
 
-def rates(rows: np.ndarray, gate: float | None, item_gate: float | None) -> float:
-    """Share of evidence rows that get no memory under (gate, item_gate); None = test off."""
-    if gate is None:
-        return 0.0
-    used = rows[:, 0] >= gate
-    if item_gate is not None:
-        used |= rows[:, 1] >= item_gate
-    return 1.0 - float(used.mean()) if len(rows) else float("nan")
-
-
 def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
               split_of=lambda p: "dev" if p % 2 == 0 else "test") -> dict[str, Any]:
     """The memory-use gate chosen on dev personas' evidence, and no-memory rates per split
-    (personas' own questions; questions that bear on no preference) for it and for the
-    profile's current setting."""
-    rows: dict[str, dict[str, list]] = {"dev": {"own": [], "none": []},
-                                        "test": {"own": [], "none": []}}
-    for persona in per_persona:
-        evidence = persona.get("policy_evidence")
-        if evidence:
-            for kind in ("own", "none"):
-                rows[split_of(persona["persona"])][kind] += evidence[kind]
-    arrays = {split: {kind: np.asarray(v, dtype=np.float64).reshape(-1, 2)
-                      for kind, v in parts.items()} for split, parts in rows.items()}
-    if not len(arrays["dev"]["own"]):
+    (personas' own questions; held-out questions that bear on no preference) for it and for
+    the profile's current setting."""
+    personas = [p for p in per_persona if p.get("policy_evidence")]
+    if not any(split_of(p["persona"]) == "dev" for p in personas):
         return {}
-    chosen = choose_gate(arrays["dev"]["own"], arrays["dev"]["none"])
-    settings = {"chosen on dev": (chosen.get("gate"), chosen.get("item_gate")),
-                "profile": (retrieval.get("gate"), retrieval.get("item_gate"))}
+
+    wiki = load_prefwiki()
+
+    def own_rows(persona: dict[str, Any], kind: str) -> list:
+        """"own" lists PrefWiki's questions, then PrefEval's: "own:prefwiki" / "own:prefeval"."""
+        rows, source = list(persona["policy_evidence"]["own"]), kind.partition(":")[2]
+        cut = sum(len(b["queries"]) for b in wiki[persona["persona"]]["preference_blocks"])
+        return {"": rows, "prefwiki": rows[:cut], "prefeval": rows[cut:]}[source]
+
+    def rows(split: str, kind: str, quantile: float | None, item_gate: float | None = None
+             ) -> np.ndarray:
+        parts = [with_cut(own_rows(p, kind) if kind.startswith("own") else
+                          p["policy_evidence"][kind], p["policy_evidence"]["background"],
+                          quantile, item_gate)
+                 for p in personas if split_of(p["persona"]) == split]
+        return np.concatenate(parts) if parts else np.empty((0, 3))
+
+    chosen = choose_gate({q: rows("dev", "own", q) for q in QUANTILES},
+                         {q: rows("dev", "none", q) for q in QUANTILES})
+    settings = {"chosen on dev": (chosen.get("gate"), chosen.get("item_gate_quantile"), None),
+                "profile": (retrieval.get("gate"), retrieval.get("item_gate_quantile"),
+                            retrieval.get("item_gate"))}
     return {"chosen_on_dev": chosen, "rates": {
-        name: {split: {kind: rates(a, *setting) for kind, a in arrays[split].items()
-                       if len(a)} for split in arrays}
-        for name, setting in settings.items()}}
+        name: {split: {kind: 1.0 - float(used(rows(split, kind, q, fixed), gate).mean())
+                       for kind in ("own", "own:prefwiki", "own:prefeval", "none")}
+                for split in ("dev", "test")}
+        for name, (gate, q, fixed) in settings.items()}}
 
 
 def compression(models: Path, formats=("float32", "float16", "int8")) -> dict[str, Any]:

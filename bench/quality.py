@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.background import background_questions
 from epic_edge.baseline import StoreEverything
 from epic_edge.bench import common, corpora, metrics, policy, relevance
 from epic_edge.bench.judged_metrics import aggregate as judged_aggregate
@@ -98,7 +99,7 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         if cluster is not None:
             cluster.close()
     labels = relevance.primary_labels(relevance.load_judgments(judged_root))
-    config = {"gate": prof.retrieval.get("gate"), "item_gate": prof.retrieval.get("item_gate")}
+    config = {key: prof.retrieval.get(key) for key in ("gate", "item_gate", "item_gate_quantile")}
     result = {
         "bench": "quality", "split": split, "corpus": corpus, "chunks": len(items),
         "personas": sorted(by_persona), "questions": len(questions), "verifier": verifier,
@@ -118,14 +119,20 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     return rescore(result, labels, judged_root=judged_root)
 
 
-def retrieval_config(memory: Any) -> dict[str, float | None]:
-    return {"gate": memory.gate, "item_gate": memory.item_gate}
-
-
-def gate_allows(evidence: list[float], config: dict[str, Any]) -> bool:
-    """The memory-use decision of epic_edge.retrieval.lookup, from recorded evidence
-    (closest preference similarity, best entry score for the raw question)."""
-    return uses_memory(evidence[0], evidence[1], config.get("gate"), config.get("item_gate"))
+def withheld_questions(result: dict[str, Any], questions: list[relevance.Question],
+                       config: dict[str, Any]) -> set[str]:
+    """The questions EPIC's memory-use decision (epic_edge.retrieval.lookup) gives no memory
+    under `config`, from recorded evidence (closest preference similarity, best entry for the
+    raw question) and each memory's background evidence (its item cut at a quantile)."""
+    personas = {p["persona"]: p.get("policy_evidence") or {} for p in result["per_persona"]}
+    out = set()
+    for q in questions:
+        row = policy.with_cut([result["epic_evidence"][q.qid][:2]],
+                              personas[q.persona].get("background", []),
+                              config.get("item_gate_quantile"), config.get("item_gate"))
+        if not policy.used(row, config.get("gate"))[0]:
+            out.add(q.qid)
+    return out
 
 
 def rescore(result: dict[str, Any], labels: dict, config: dict[str, Any] | None = None,
@@ -135,8 +142,7 @@ def rescore(result: dict[str, Any], labels: dict, config: dict[str, Any] | None 
     questions = [q for q in relevance.load_questions("all", judged_root)
                  if q.qid in result["retrieved"]]
     config = dict(result["retrieval_config"] if config is None else config)
-    withheld = {qid for qid, ev in result["epic_evidence"].items()
-                if not gate_allows(ev, config)}
+    withheld = withheld_questions(result, questions, config)
     result["retrieval_config"] = config
     result["systems"] = judged_systems(questions, result["retrieved"], result["per_persona"],
                                        labels, result["k"], withheld)
@@ -244,7 +250,8 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
         ranked["coarse+fine"] = [h.item_text for h in found_raw.hits]
         ranked["epic"] = [h.item_text for h in ungated.hits]
         evidence[q.qid] = [ungated.similarity, best_raw_score(epic.memory, qv)]
-        assert found.used_memory == gate_allows(evidence[q.qid], retrieval_config(epic.memory))
+        assert found.used_memory == uses_memory(*evidence[q.qid], epic.memory.gate,
+                                                epic.memory.item_gate_now())
         for name, ms in zip(SYSTEMS, (ms0, ms1, ms2, ms3, ms4)):
             cells[name]["ms"].append(ms)
         for name, raw in (("store-everything", None), ("store-everything+steer", pref_vectors),
@@ -279,6 +286,7 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
                               "llm_calls": epic.llm_calls, "ingest_stages_s": epic.stages,
                               "indexing_s": epic.index_seconds,
                               "routing_accuracy": float(np.mean(routed)),
+                              "item_cut": epic.memory.item_gate_now(),
                               "policy_evidence": policy_rows, "systems": {}}
     for name, cell in cells.items():
         family = name.split(":")[0].split("+")[0] if name != "coarse+fine" else "epic"
@@ -293,13 +301,14 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
 
 def _policy_evidence(p_index: int, embedder: Any, pref_vectors: np.ndarray,
                      entry_vectors: np.ndarray) -> dict[str, list]:
-    """Memory-use evidence for all of the persona's own questions (PrefWiki and PrefEval) and
-    for every question of the no-preference set, against this persona's memory's entries."""
+    """Memory-use evidence for all of the persona's own questions (PrefWiki and PrefEval), the
+    held-out no-preference set and the runtime's background questions (from which a memory's
+    item cut is set), against this persona's memory's entries."""
     own = [q["question"] for data in (load_prefwiki(), load_prefeval())
            for b in data[p_index]["preference_blocks"] for q in b["queries"]]
-    none = policy.no_preference_questions()
     rows = {}
-    for name, texts in (("own", own), ("none", none)):
+    for name, texts in (("own", own), ("none", policy.no_preference_questions()),
+                        ("background", background_questions())):
         rows[name] = policy.evidence(embedder.embed(texts), pref_vectors,
                                      entry_vectors).round(4).tolist()
     return rows

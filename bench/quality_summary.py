@@ -115,14 +115,18 @@ def render(result: dict[str, Any]) -> str:
 
 def _policy_lines(pol: dict[str, Any]) -> list[str]:
     """The memory-use gate: no-memory rates for the personas' own questions and the
-    no-preference set, on dev and test, chosen on dev and as the profile sets it."""
+    held-out no-preference set, on dev and test, chosen on dev and as the profile sets it."""
     if not pol:
         return []
     chosen = pol["chosen_on_dev"]
     lines = [f"- memory-use gate chosen on dev evidence: gate {chosen['gate']:.2f} (closest "
-             f"preference) or item_gate {chosen['item_gate']:.2f} (best kept item)"]
+             f"preference) or the best kept item above the "
+             f"{chosen['item_gate_quantile']:.2f} quantile of the background questions' best "
+             f"items in the same memory"]
     for name, by_split in pol["rates"].items():
-        cells = [f"{split}: {r['own']:.1%} of own questions, {r['none']:.1%} of no-preference "
-                 f"questions" for split, r in by_split.items() if r]
+        cells = [f"{split}: {r['own']:.1%} of own questions (PrefWiki "
+                 f"{r.get('own:prefwiki', float('nan')):.1%}, PrefEval "
+                 f"{r.get('own:prefeval', float('nan')):.1%}), {r['none']:.1%} of held-out "
+                 f"no-preference questions" for split, r in by_split.items() if r]
         lines.append(f"  - no memory with the {name} setting: " + "; ".join(cells))
     return lines

@@ -32,7 +32,7 @@ def judge(verifier: Any, jobs: Sequence[Job]) -> list[Verdict | None]:
     failed on gets None: it is not replayed, so the persona's own ingest asks again (and, if
     that fails too, reports it and leaves it for the next ingest, as always). A verifier
     that cannot be built raises: every job would fail alike."""
-    from epic_edge.ingest import SETUP_ERRORS
+    from epic_edge.faults import SETUP_ERRORS
     from epic_edge.stages import Candidate, fine_verify
 
     out: list[Verdict | None] = []

@@ -16,7 +16,8 @@ from epic_edge.bench.ray_bench import engine_cluster
 from epic_edge.bench.replay import ReplayVerifier
 from epic_edge.bench.systems import EpicMemory
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
-from epic_edge.errors import InvalidInputError, MissingExtraError
+from epic_edge.errors import InvalidInputError
+from epic_edge.optional import optional_import
 
 
 def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 0,
@@ -175,14 +176,8 @@ def _summary(steps: list[dict]) -> dict[str, Any]:
 
 def write_plot(result: dict[str, Any], path: Path) -> None:
     """Two panels: memory bytes per step (both systems) and PAP@k per step; drift marked."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise MissingExtraError(f"the stream plot needs matplotlib ({exc}). "
-                                "Install it with: pip install 'epic-edge[bench]'") from exc
+    optional_import("matplotlib", "bench", "the stream plot").use("Agg")
+    plt = optional_import("matplotlib.pyplot", "bench", "the stream plot")
     steps = result["steps"]
     x = [s["step"] for s in steps]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)

@@ -77,9 +77,9 @@ def coarse_rows(embedder: Any, train: list, test: list, tau: float) -> list[dict
 
 
 def cross_encoder_row(model_path: Path, test: list) -> dict[str, Any]:
-    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
 
-    verifier = CrossEncoderVerifier(model_path)
+    verifier = LearnedVerifier(model_path)
     yte = np.array([p.keep for p in test])
     verifier.score_pairs([test[0].preference], [test[0].passage])  # warm-up
     t0 = time.perf_counter()
@@ -93,7 +93,7 @@ def cross_encoder_row(model_path: Path, test: list) -> dict[str, Any]:
 
 def llm_label(model_path: Path) -> tuple[str, float | None]:
     """("SmolLM2 135M", 135.0) from the GGUF's metadata; the file stem when it says nothing."""
-    from epic_edge.export.gguf import gguf_metadata
+    from epic_edge.backends.gguf_file import gguf_metadata
 
     meta = gguf_metadata(model_path)
     names = {"smollm2": "SmolLM2", "gemma-3": "Gemma 3"}
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         if ce.is_file():
             rows.append(cross_encoder_row(ce, test))
         else:
-            print(f"(no learned verifier at {ce}; python -m epic_edge.export.train_verifier)")
+            print(f"(no learned verifier at {ce}; python -m epic_edge.export.verifier.train)")
     modes = [m for m in args.llm_modes.split(",") if m and m != "none"]
     sub = test[: args.llm_test_limit] if args.llm_test_limit else test
     if modes and args.llm_test_limit:  # compare like with like: every method on the subset

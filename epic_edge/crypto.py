@@ -10,7 +10,8 @@ import os
 import stat
 from pathlib import Path
 
-from epic_edge.errors import MemoryFileError, MissingExtraError
+from epic_edge.errors import MemoryFileError
+from epic_edge.optional import optional_import
 
 KEY_BYTES = 32
 _NONCE_BYTES = 12
@@ -32,14 +33,9 @@ class Sealer:
             return
         if not isinstance(key, (bytes, bytearray)) or len(key) != KEY_BYTES:
             raise MemoryFileError(f"an encryption key must be {KEY_BYTES} bytes")
-        try:
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-        except ImportError as exc:
-            raise MissingExtraError(
-                "encryption at rest needs the cryptography package: "
-                "pip install 'epic-edge[crypto]'"
-            ) from exc
-        self._aead = AESGCM(bytes(key))
+        aead = optional_import("cryptography.hazmat.primitives.ciphers.aead", "crypto",
+                               "encryption at rest")
+        self._aead = aead.AESGCM(bytes(key))
 
     @property
     def enabled(self) -> bool:

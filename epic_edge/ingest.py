@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from epic_edge.errors import MissingExtraError, ModelNotFoundError, ProfileError
+from epic_edge.faults import judge, worth_trying
 from epic_edge.instructions import stored_form
 from epic_edge.items import expand
 from epic_edge.stages import Candidate, coarse_filter, fine_verify, normalize_rows
@@ -21,11 +21,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# After this many failures and no success in a batch, its other items are not tried (a server
-# that is down fails each one only after its retries); they count as failed, retried later.
-MAX_FAILURES_WITHOUT_SUCCESS = 3
-# A verifier that cannot be built fails every item alike: the ingest stops with its message.
-SETUP_ERRORS = (ModelNotFoundError, MissingExtraError, ProfileError)
 
 
 class BatchIngester:
@@ -65,7 +60,7 @@ class BatchIngester:
                 continue
             stats.passed_filter += 1
             verdict = None
-            if stats.failed < MAX_FAILURES_WITHOUT_SUCCESS or stats.verified:
+            if worth_trying(stats.failed, stats.verified):
                 with self._timed(stats, "verify"):
                     verdict = self._verify(text, cands)
             if verdict is None:  # not judged: not in the ledger, so the next ingest retries it
@@ -95,7 +90,7 @@ class BatchIngester:
         with self._timed(stats, "consolidate"):
             entries, refresh = self._consolidate(entries, mem.store.entries_of_items(replaced))
             stats.consolidated = len(pending) - len(entries)
-        with self._timed(stats, "write"), mem._lock:
+        with self._timed(stats, "write"), mem.entry_index.lock:
             with mem.store.transaction() as conn:
                 # a preference removed meanwhile (another thread or process) takes its new
                 # entries with it, as it took the stored ones
@@ -106,9 +101,9 @@ class BatchIngester:
                 dropped = mem.store.delete_items(conn, replaced)
                 ids = mem.store.write_batch(conn, kept_items, entries, judged, epoch, refresh)
             with self._timed(stats, "index"):
-                mem._forget(dropped)
-                mem._index_add(np.array(ids, dtype=np.int64),
-                               np.array([e.embedding for e in entries], np.float32))
+                mem.entry_index.remove(dropped)
+                mem.entry_index.add(np.array(ids, dtype=np.int64),
+                                    np.array([e.embedding for e in entries], np.float32))
         stats.entries_added = len(ids)
         stats.replaced = len(replaced)
         return stats
@@ -150,8 +145,7 @@ class BatchIngester:
         keep: list[NewEntry] = []
         refresh: dict[int, float] = {}
         vectors = np.array([e.embedding for e in entries], np.float32)
-        with mem._lock:
-            scores, ids = mem.index.search(vectors, 4)
+        scores, ids = mem.entry_index.search(vectors, 4)
         owners = mem.store.entry_preferences(int(i) for i in ids.ravel() if i >= 0)
         for n, entry in enumerate(entries):
             pid = entry.preference_id
@@ -191,16 +185,8 @@ class BatchIngester:
         return [c for c in cands if c.preference.id not in linked]
 
     def _verify(self, text: str, cands: list[Candidate]) -> Verdict | None:
-        """The verdict, or None when the verifier failed (a warning names the error type only).
+        """The verdict, or None when the verifier failed on this item (epic_edge.faults).
 
-        A verifier that cannot be built (missing model or extra, bad profile) raises: every
-        item would fail the same way, and nothing of the batch is written."""
-        verifier = self.memory.verifier  # one that cannot be built raises here
-        try:
-            return fine_verify(verifier, text, cands)
-        except SETUP_ERRORS:  # e.g. the LLM a learned verifier loads for its first kept item
-            raise
-        except Exception as exc:  # a server down or a verifier bug must not lose the item
-            log.warning("the verifier failed on an item (%s); it is not recorded as judged",
-                        type(exc).__name__)
-            return None
+        A verifier that cannot be built raises here, before anything of the batch is written."""
+        verifier = self.memory.verifier
+        return judge(lambda: fine_verify(verifier, text, cands))

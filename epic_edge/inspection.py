@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,8 @@ import numpy as np
 from epic_edge import schema
 from epic_edge.errors import InvalidInputError
 from epic_edge.instructions import read_form
+from epic_edge.maintenance import Budget
+from epic_edge.preference_edits import find_preference
 from epic_edge.stages import coarse_filter, fine_verify
 from epic_edge.types import Preference
 
@@ -52,7 +55,7 @@ def list_entries(
         raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
     where, params = "", []
     if preference is not None:
-        where, params = "WHERE e.preference_id = ?", [memory._find_preference(preference).id]
+        where, params = "WHERE e.preference_id = ?", [find_preference(memory, preference).id]
     rows = memory.store.query(
         "SELECT e.id, i.id, i.external_id, i.text, i.source, p.id, p.text, e.instruction, "
         "e.confidence, e.created_at, e.updated_at FROM entries e "
@@ -98,16 +101,16 @@ def forget_item(memory: Memory, item: int | str) -> int:
     """Delete an item and its entries (no copy of its text stays in the file); returns the
     entries removed. The item also leaves the judged-items ledger, so ingesting it again
     judges it again."""
-    memory._sync()
+    memory.sync()
     rows = item_rows(memory, item)
     if not rows:
         raise InvalidInputError(f"no item {item!r} in this memory (see `epic-edge ls`)")
-    with memory._lock:
+    with memory.entry_index.lock:
         with memory.store.transaction() as conn:
             entry_ids = memory.store.delete_items(conn, [row for row, _ in rows])
             conn.executemany("DELETE FROM judged WHERE key = ?",
                              [(schema.ledger_key(key),) for _, key in rows])
-        memory._forget(entry_ids)
+        memory.entry_index.remove(entry_ids)
         memory.store.vacuum()
     return len(entry_ids)
 
@@ -140,7 +143,7 @@ def explain(memory: Memory, text: str) -> Explanation:
     clean = " ".join(item.text.split())
     if not clean:
         raise InvalidInputError("the text to explain is empty")
-    memory._sync()
+    memory.sync()
     prefs, vectors = memory.steering.preferences, memory.steering.vectors
     if not prefs:
         raise InvalidInputError("this memory has no preferences to judge against")
@@ -173,3 +176,25 @@ def explain(memory: Memory, text: str) -> Explanation:
                        asdict(verdict), None if p_keep is None else round(float(p_keep), 4),
                        None if threshold is None else float(threshold),
                        list(verdict.preference_ids) if verdict.keep else [], stored, why)
+
+
+def memory_info(memory: Memory) -> dict[str, Any]:
+    """What `epic-edge info` prints: path, profile, embedder, counts, budget, footprint."""
+    store = memory.store
+    return {
+        "path": str(store.path),
+        "profile": memory.profile.name if memory.profile else None,
+        "embedder": memory.embedder.fingerprint,
+        "tau": memory.tau,
+        "k": memory.k,
+        "preferences": len(memory.steering),
+        "items": store.count("items"),
+        "entries": store.count("entries"),
+        "items_judged": store.count("judged"),
+        "budget": asdict(Budget.load(store)),
+        "evicted_total": int(store.get_meta("evicted_total") or 0),
+        "footprint": memory.footprint(),
+        "created_at": time.strftime(
+            "%Y-%m-%d %H:%M:%S", time.localtime(float(store.get_meta("created_at") or 0))
+        ),
+    }

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from epic_edge.errors import MissingExtraError
+from epic_edge.optional import optional_import
 
-try:
-    from langchain_core.callbacks import CallbackManagerForRetrieverRun
-    from langchain_core.documents import Document
-    from langchain_core.retrievers import BaseRetriever
-    from pydantic import ConfigDict
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise MissingExtraError(
-        "the LangChain retriever needs langchain-core: pip install 'epic-edge[langchain]'"
-    ) from exc
+_WHAT = "the LangChain retriever"
+CallbackManagerForRetrieverRun = optional_import(
+    "langchain_core.callbacks", "langchain", _WHAT).CallbackManagerForRetrieverRun
+Document = optional_import("langchain_core.documents", "langchain", _WHAT).Document
+BaseRetriever = optional_import("langchain_core.retrievers", "langchain", _WHAT).BaseRetriever
+ConfigDict = optional_import("pydantic", "langchain", _WHAT).ConfigDict
 
 
 class EpicEdgeRetriever(BaseRetriever):

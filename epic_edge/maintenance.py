@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from epic_edge.errors import MemoryFileError
 from epic_edge.store import MemoryStore
 from epic_edge.vectors import decode
+
+if TYPE_CHECKING:
+    from epic_edge.entry_index import EntryIndex
 
 DEFAULT_HALF_LIFE_DAYS = 30.0
 
@@ -99,6 +103,20 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
     return evicted
 
 
+def evict_to_budget(store: MemoryStore, entries: EntryIndex, budget: Budget,
+                    save: bool = False) -> list[int]:
+    """Enforce `budget` (saved in the file first when `save`) and drop the evicted entries
+    from the index, under its lock; returns the evicted entry ids."""
+    with entries.lock:
+        if save:
+            budget.save(store)
+        if budget.max_entries is None and budget.max_bytes is None:
+            return []
+        evicted = enforce_budget(store, budget)
+        entries.remove(evicted)
+    return evicted
+
+
 @dataclass
 class CheckReport:
     """What `epic-edge check` found; ok when `problems` is empty."""
@@ -111,8 +129,9 @@ class CheckReport:
         return not self.problems
 
 
-def check(store: MemoryStore) -> CheckReport:
-    """SQLite integrity, foreign keys, meta, embeddings that decode with the right dim."""
+def check(store: MemoryStore, indexed: int | None = None) -> CheckReport:
+    """SQLite integrity, foreign keys, meta, embeddings that decode with the right dim, and
+    (given `indexed`, the vectors in the index) that the index holds one per entry."""
     report = CheckReport()
     integrity = [r[0] for r in store.query("PRAGMA integrity_check")]
     if integrity != ["ok"]:
@@ -138,4 +157,7 @@ def check(store: MemoryStore) -> CheckReport:
     if orphans:
         report.problems.append(f"{orphans} items have no entry (should have been removed)")
     report.counts = {t: store.count(t) for t in ("preferences", "items", "entries", "judged")}
+    if indexed is not None and indexed != report.counts["entries"]:
+        report.problems.append(f"index holds {indexed} vectors for {report.counts['entries']} "
+                               "entries")
     return report

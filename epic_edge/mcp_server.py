@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from epic_edge.errors import EpicEdgeError, MissingExtraError
+from epic_edge.errors import EpicEdgeError
+from epic_edge.optional import optional_import
 from epic_edge.types import BatchStats
 
 if TYPE_CHECKING:
@@ -60,11 +61,7 @@ def _tool_errors(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, A
 
 def build_server(memory: Memory) -> Any:
     """An MCPServer exposing `memory` through seven tools."""
-    try:
-        from mcp.server.mcpserver import MCPServer
-    except ImportError as exc:
-        raise MissingExtraError(
-            "the MCP server needs the mcp package: pip install 'epic-edge[mcp]'") from exc
+    MCPServer = optional_import("mcp.server.mcpserver", "mcp", "the MCP server").MCPServer
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     def tool(fn: Callable[..., dict[str, Any]]) -> None:

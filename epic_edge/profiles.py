@@ -8,7 +8,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from epic_edge.config_schema import COSINE, POSITIVE, TEXT, Option, check_section
 from epic_edge.errors import ProfileError
+from epic_edge.registry import KINDS, check_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -16,6 +18,14 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DEFAULT_PROFILE = "linux-cpu"
+PLATFORMS = ("any", "darwin-arm64", "android-arm64", "linux-aarch64-cuda")
+TOP_LEVEL = {"name": TEXT, "description": TEXT, "platform": Option(str, PLATFORMS),
+             "embedder": Option(dict), "verifier": Option(dict), "index": Option(dict),
+             "retrieval": Option(dict)}
+# [retrieval]: read by Memory.open (epic_edge/retrieval.py explains each)
+RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_score": COSINE,
+                     "item_gate_quantile": Option(float, min=0.0, max=1.0),
+                     "hedge": Option(float, min=0.0)}
 
 
 @dataclass(frozen=True)
@@ -39,13 +49,21 @@ class Profile:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], path: Path | None = None) -> Profile:
+        """The profile `data` describes; a one-line ProfileError naming the file for an
+        unknown key or a bad value in any section."""
+        where = str(path) if path else repr(data.get("name", "?"))
         if "name" not in data or "embedder" not in data:
-            raise ProfileError(f"profile {path or data!r} needs at least 'name' and [embedder]")
-        known = {"name", "description", "platform", "embedder", "verifier", "index", "retrieval"}
-        unknown = set(data) - known
+            raise ProfileError(f"profile {where} needs at least 'name' and [embedder]")
+        unknown = set(data) - set(TOP_LEVEL)
         if unknown:
-            raise ProfileError(f"profile {data['name']!r} has unknown keys: {sorted(unknown)}")
-        return cls(**{k: data[k] for k in known if k in data}, path=path)
+            raise ProfileError(f"profile {where} has unknown keys: {sorted(unknown)}")
+        check_section(where, "profile", {k: v for k, v in data.items() if k in TOP_LEVEL
+                                         and not isinstance(v, dict)}, TOP_LEVEL)
+        for kind in KINDS:
+            if kind in data:
+                check_config(kind, data[kind], where)
+        check_section(where, "retrieval", data.get("retrieval", {}), RETRIEVAL_OPTIONS)
+        return cls(**{k: data[k] for k in TOP_LEVEL if k in data}, path=path)
 
 
 def _builtin_dir() -> Path:

@@ -46,7 +46,7 @@ def lookup(
         clock.append(time.perf_counter())
         timings[step] = clock[-1] - clock[-2]
 
-    if len(memory.index) == 0:
+    if len(memory.entry_index) == 0:
         return Retrieval([], None, -1.0, False, "the memory holds no entries yet", timings)
     q = memory.embedder.embed([question])[0]
     lap("embed")
@@ -65,8 +65,7 @@ def lookup(
                              f"{similarity:.3f} < gate {gate:.3f}){found}", timings)
         reason = (f"its best entry scores {evidence:.3f} >= item_gate {item_gate:.3f} (closest "
                   f"preference at {similarity:.3f})")
-    with memory._lock:
-        scores, ids = memory.index.search(np.asarray(query).reshape(1, -1), k)
+    scores, ids = memory.entry_index.search(query, k)
     lap("search")
     rows = memory.store.entries_by_id(i for i in ids[0] if i >= 0)
     hits = []
@@ -96,6 +95,4 @@ def uses_memory(similarity: float, best_entry: float | None, gate: float | None,
 
 def best_raw_score(memory: Memory, q: np.ndarray) -> float:
     """The best entry's score for the unsteered question vector (-1 for an empty memory)."""
-    with memory._lock:
-        scores, ids = memory.index.search(np.asarray(q, np.float32).reshape(1, -1), 1)
-    return float(scores[0][0]) if len(ids[0]) and ids[0][0] >= 0 else -1.0
+    return memory.entry_index.best_score(q)

@@ -15,7 +15,7 @@ import numpy as np
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester
 from epic_edge.instructions import read_form, stored_form
-from epic_edge.maintenance import Budget, enforce_budget
+from epic_edge.maintenance import Budget, evict_to_budget
 from epic_edge.stages import normalize_rows
 from epic_edge.store import NewEntry
 from epic_edge.types import Preference
@@ -48,7 +48,7 @@ def export_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     The file holds the memory's text in clear (an encrypted memory exports only when opened
     with its key): it is created readable by the owner only. Returns counts written.
     """
-    memory._sync()
+    memory.sync()
     store, dim = memory.store, memory.embedder.dim
     o = store.sealer.open
     path = Path(path)
@@ -165,7 +165,7 @@ def import_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     both). Returns counts added or updated.
     """
     data = read_export(path)
-    memory._sync()
+    memory.sync()
     before = len(memory.preferences())
     cleaned = {old: " ".join(t.split()) for old, t in data.preferences.items()}
     memory.add_preferences(list(dict.fromkeys(cleaned.values())))  # existing ones are kept
@@ -201,7 +201,7 @@ def import_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     entries = [NewEntry(key, pid, stored_form(e["instruction"], items[key][0], by_pref[pid]), v,
                         float(min(max(e["confidence"], 0.0), 1.0)))
                for (key, pid), (e, v) in pairs.items()]
-    with memory._lock:
+    with memory.entry_index.lock:
         store = memory.store
         with store.transaction() as conn:
             ids = store.write_batch(conn, items, entries, [], store.epoch)
@@ -210,13 +210,9 @@ def import_memory(memory: Memory, path: str | Path) -> dict[str, int]:
                 [(float(e.get("created_at") or time.time()),
                   float(e.get("updated_at") or time.time()), i)
                  for e, i in zip(records, ids)])
-        memory._forget(ids)  # an entry the memory held already was updated in place
-        memory._index_add(np.array(ids, dtype=np.int64),
-                          np.array([e.embedding for e in entries], np.float32).reshape(-1, dim))
-        budget = Budget.load(store)
-        evicted = []
-        if budget.max_entries is not None or budget.max_bytes is not None:
-            evicted = enforce_budget(store, budget)
-            memory._forget(evicted)
+        memory.entry_index.remove(ids)  # an entry the memory held already was updated in place
+        vectors = np.array([e.embedding for e in entries], np.float32).reshape(-1, dim)
+        memory.entry_index.add(np.array(ids, dtype=np.int64), vectors)
+        evicted = evict_to_budget(store, memory.entry_index, Budget.load(store))
     return {"preferences": len(known) - before, "items": len(items), "entries": len(ids),
             "evicted": len(evicted), "reembedded": 0 if reuse else len(data.entries)}

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from epic_edge import registry
 from epic_edge.errors import EpicEdgeError, ModelNotFoundError, ProfileError
 from epic_edge.export.bundle import MANIFEST, PROFILE_FILE, read_manifest, write_manifest
 from epic_edge.export.python_package import source_root, write_python_package
@@ -54,101 +55,130 @@ def _embedder_dir(out_dir: Path, profile: Profile) -> Path:
     return out_dir / Path(str(model)).parent
 
 
-def _export_embedder(out_dir: Path, profile: Profile, int8: bool, qnn: bool,
-                     step: Callable[..., Any]) -> dict[str, Any]:
-    cfg = profile.embedder
-    backend = cfg.get("backend")
-    folder = _embedder_dir(out_dir, profile)
-    max_length = int(cfg.get("max_length", 256))
-    facts: dict[str, Any] = {"backend": backend, "file": cfg.get("model"),
-                             "tokenizer": cfg.get("tokenizer"), "tau": profile.tau}
-    if backend == "onnx":
-        from epic_edge.export.onnx_embedder import export_minilm_onnx
-        from epic_edge.export.onnx_int8 import INT8_NAME, agreement, quantize_int8
+@dataclass
+class ExportJob:
+    """What a backend's exporter (its registry row's `exporter`) works on."""
 
-        model = step("embedder onnx fp32", export_minilm_onnx, folder)
-        if int8 or Path(str(cfg.get("model"))).name == INT8_NAME:  # the profile embeds with it
-            q = step("embedder onnx int8", quantize_int8, model)
-            facts["int8"] = {"file": q.relative_to(out_dir).as_posix(), "per_channel": True,
-                             **agreement(model, q, folder / "tokenizer.json")}
-    elif backend == "coreml":
-        from epic_edge.export.coreml_embedder import export_coreml
+    out_dir: Path
+    profile: Profile
+    step: Callable[..., Any]
+    int8: bool = True
+    qnn: bool = False
 
-        step("embedder coreml", export_coreml, folder, max_length=max_length,
-             compute_units=str(cfg.get("compute_units", "CPU_AND_NE")),
-             precision=str(cfg.get("precision", "fp16")))
-    elif backend == "executorch":
-        from epic_edge.export.executorch_embedder import export_executorch, qnn_sdk_root
+    @property
+    def embedder_dir(self) -> Path:
+        return _embedder_dir(self.out_dir, self.profile)
 
-        step("embedder executorch xnnpack", export_executorch, folder, delegate="xnnpack",
-             max_length=max_length)
-        try:
-            qnn_sdk_root()
-            have_sdk = True
-        except ModelNotFoundError as exc:
-            if qnn:
-                raise
-            have_sdk, reason = False, str(exc)
-        if have_sdk:
-            step("embedder executorch qnn", export_executorch, folder, delegate="qnn",
-                 max_length=max_length, soc=str(cfg.get("soc", "SM8650")))
-        else:
-            step("embedder executorch qnn", None, skipped=reason)
-    else:
-        raise ProfileError(f"no export for embedder backend {backend!r}")
-    meta = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+
+def _export_embedder(job: ExportJob) -> dict[str, Any]:
+    cfg = job.profile.embedder
+    row = registry.backend("embedder", cfg.get("backend"))
+    if not row.exporter:
+        raise ProfileError(f"no export for embedder backend {row.name!r}")
+    facts: dict[str, Any] = {"backend": row.name, "file": cfg.get("model"),
+                             "tokenizer": cfg.get("tokenizer"), "tau": job.profile.tau}
+    facts.update(registry.resolve(row.exporter)(job) or {})
+    meta = json.loads((job.embedder_dir / "model.json").read_text(encoding="utf-8"))
     keys = ("name", "dim", "pooling", "normalize", "max_length", "precision", "format",
             "delegate", "compute_units")
     facts.update({k: meta[k] for k in keys if k in meta})
     return facts
 
 
-def _export_llm(out_dir: Path, profile: Profile, step: Callable[..., Any]) -> dict[str, Any]:
-    from epic_edge.export.gguf import find_packaged_gguf, gguf_quantisation, install_gguf
+def export_onnx(job: ExportJob) -> dict[str, Any]:
+    from epic_edge.export.minilm_onnx import export_minilm_onnx
+    from epic_edge.export.onnx_int8 import INT8_NAME, agreement, quantize_int8
 
-    cfg = profile.verifier
-    backend = cfg.get("backend")
-    if backend in GGUF_VERIFIERS:
-        path = step("llm gguf", install_gguf, out_dir)
-        if cfg.get("model") and Path(str(cfg["model"])).name != path.name:
-            raise ProfileError(f"profile {profile.name!r} wants verifier.model {cfg['model']!r}"
-                               f" but the packaged GGUF is {path.name}")
-        return {"backend": backend, "file": path.name, "format": "gguf",
-                "quantisation": gguf_quantisation(path)}
-    if backend == "mlx":
-        from epic_edge.export.mlx_llm import export_mlx
-
-        target = out_dir / str(cfg.get("model", "smollm2-135m-instruct-mlx-q4"))
-        bits = int(cfg.get("bits", 4))
-        step("llm mlx", export_mlx, find_packaged_gguf(), target, bits=bits)
-        return {"backend": backend, "file": target.relative_to(out_dir).as_posix(),
-                "format": "mlx", "quantisation": f"mlx affine {bits}-bit (group 64)",
-                "source_quantisation": gguf_quantisation(find_packaged_gguf())}
-    if backend == "template":
-        return {"backend": backend, "file": None, "format": "none", "quantisation": None}
-    if backend == "learned":
-        return _export_learned(out_dir, profile, step)
-    raise ProfileError(f"no export for verifier backend {backend!r}")
+    folder = job.embedder_dir
+    model = job.step("embedder onnx fp32", export_minilm_onnx, folder)
+    if job.int8 or Path(str(job.profile.embedder.get("model"))).name == INT8_NAME:
+        q = job.step("embedder onnx int8", quantize_int8, model)  # the profile embeds with it
+        return {"int8": {"file": q.relative_to(job.out_dir).as_posix(), "per_channel": True,
+                         **agreement(model, q, folder / "tokenizer.json")}}
+    return {}
 
 
-def _export_learned(out_dir: Path, profile: Profile, step: Callable[..., Any]) -> dict[str, Any]:
+def export_coreml(job: ExportJob) -> dict[str, Any]:
+    from epic_edge.export.minilm_coreml import export_coreml as export
+
+    cfg = job.profile.embedder
+    job.step("embedder coreml", export, job.embedder_dir,
+             max_length=int(cfg.get("max_length", 256)),
+             compute_units=str(cfg.get("compute_units", "CPU_AND_NE")),
+             precision=str(cfg.get("precision", "fp16")))
+    return {}
+
+
+def export_executorch(job: ExportJob) -> dict[str, Any]:
+    from epic_edge.export.minilm_executorch import export_executorch as export
+    from epic_edge.export.minilm_executorch import qnn_sdk_root
+
+    cfg, folder = job.profile.embedder, job.embedder_dir
+    max_length = int(cfg.get("max_length", 256))
+    job.step("embedder executorch xnnpack", export, folder, delegate="xnnpack",
+             max_length=max_length)
+    try:
+        qnn_sdk_root()
+    except ModelNotFoundError as exc:
+        if job.qnn:
+            raise
+        job.step("embedder executorch qnn", None, skipped=str(exc))
+        return {}
+    job.step("embedder executorch qnn", export, folder, delegate="qnn",
+             max_length=max_length, soc=str(cfg.get("soc", "SM8650")))
+    return {}
+
+
+def _export_llm(job: ExportJob) -> dict[str, Any]:
+    row = registry.backend("verifier", job.profile.verifier.get("backend"))
+    if not row.exporter:  # nothing to ship (the template verifier)
+        return {"backend": row.name, "file": None, "format": "none", "quantisation": None}
+    return registry.resolve(row.exporter)(job)
+
+
+def export_gguf(job: ExportJob) -> dict[str, Any]:
+    from epic_edge.export.gguf import gguf_quantisation, install_gguf
+
+    cfg = job.profile.verifier
+    path = job.step("llm gguf", install_gguf, job.out_dir)
+    if cfg.get("model") and Path(str(cfg["model"])).name != path.name:
+        raise ProfileError(f"profile {job.profile.name!r} wants verifier.model {cfg['model']!r}"
+                           f" but the packaged GGUF is {path.name}")
+    return {"backend": cfg.get("backend"), "file": path.name, "format": "gguf",
+            "quantisation": gguf_quantisation(path)}
+
+
+def export_mlx(job: ExportJob) -> dict[str, Any]:
+    from epic_edge.export.gguf import find_packaged_gguf, gguf_quantisation
+    from epic_edge.export.mlx_llm import export_mlx as export
+
+    cfg = job.profile.verifier
+    target = job.out_dir / str(cfg.get("model", "smollm2-135m-instruct-mlx-q4"))
+    bits = int(cfg.get("bits", 4))
+    job.step("llm mlx", export, find_packaged_gguf(), target, bits=bits)
+    return {"backend": "mlx", "file": target.relative_to(job.out_dir).as_posix(),
+            "format": "mlx", "quantisation": f"mlx affine {bits}-bit (group 64)",
+            "source_quantisation": gguf_quantisation(find_packaged_gguf())}
+
+
+def export_learned(job: ExportJob) -> dict[str, Any]:
     """The learned decision model (built at setup) plus the GGUF that writes instructions."""
     from epic_edge.export.gguf import gguf_quantisation, install_gguf
     from epic_edge.models import model_dir
 
-    cfg = profile.verifier
+    cfg = job.profile.verifier
     folder = Path(str(cfg["model"])).parent
     src = model_dir() / folder
     if not (src / "model.onnx").is_file():
         raise ModelNotFoundError(
-            f"the learned verifier is not installed at {src}; build it with: "
-            f"python -m epic_edge.export.train_verifier --out {src}")
-    step("learned verifier", shutil.copytree, src, out_dir / folder, dirs_exist_ok=True)
+            f"the learned verifier is not installed at {src}; run `epic-edge setup` "
+            f"(it trains it once)")
+    job.step("learned verifier", shutil.copytree, src, job.out_dir / folder, dirs_exist_ok=True)
     facts: dict[str, Any] = {"backend": "learned", "decision_file": str(cfg["model"]),
                              "decision_format": "onnx", "file": None, "format": "none",
                              "quantisation": None}
     if cfg.get("instructions", "llm") == "llm" and cfg.get("llm_backend") in GGUF_VERIFIERS:
-        path = step("llm gguf", install_gguf, out_dir)
+        path = job.step("llm gguf", install_gguf, job.out_dir)
         facts.update(file=path.name, format="gguf", quantisation=gguf_quantisation(path))
     return facts
 
@@ -187,8 +217,8 @@ def export_bundle(profile: str | Path | Profile, out_dir: Path, *, int8: bool = 
         return result
 
     shutil.copyfile(prof.path, out_dir / PROFILE_FILE)
-    facts = {"embedder": _export_embedder(out_dir, prof, int8, qnn, step),
-             "llm": _export_llm(out_dir, prof, step),
+    job = ExportJob(out_dir, prof, step, int8=int8, qnn=qnn)
+    facts = {"embedder": _export_embedder(job), "llm": _export_llm(job),
              "python": step("python wheel + requirements",
                             write_python_package if source_root() else None, out_dir, prof,
                             skipped="epic-edge is installed from a wheel, not run from source"),

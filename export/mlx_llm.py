@@ -9,33 +9,24 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import MissingExtraError, ModelNotFoundError
-from epic_edge.export.gguf import check_gguf, gguf_quantisation
+from epic_edge.backends.gguf_file import check_gguf, gguf_quantisation
+from epic_edge.errors import ModelNotFoundError
+from epic_edge.optional import optional_import
 
 MLX_DIR = "smollm2-135m-instruct-mlx-q4"
 
 
 def _import_mlx_convert() -> Any:
-    try:
-        import mlx.core  # noqa: F401  (plain `mlx` fails on Linux; mlx[cpu] works)
-        from mlx_lm import convert
-    except ImportError as exc:
-        raise MissingExtraError(
-            f"the MLX export needs mlx and mlx-lm ({exc}); install them with: "
-            "pip install 'epic-edge[apple]' (on Linux: pip install 'mlx[cpu]' mlx-lm)") from exc
-    return convert
+    optional_import("mlx.core", "export", "the MLX export")  # plain `mlx` fails on Linux
+    return optional_import("mlx_lm.convert", "export", "the MLX export").convert
 
 
 def gguf_to_hf(gguf_path: Path, out_dir: Path) -> Path:
     """Dequantise a GGUF into an HF folder (config, safetensors, tokenizer); no hub access."""
     gguf_path = check_gguf(Path(gguf_path))
-    try:
-        import accelerate  # noqa: F401  (transformers needs both to load a GGUF)
-        import gguf  # noqa: F401
-        import transformers
-    except ImportError as exc:
-        raise MissingExtraError(f"GGUF -> HF needs transformers and gguf ({exc}); install them "
-                                "with: pip install 'epic-edge[apple]'") from exc
+    optional_import("accelerate", "export", "GGUF -> HF")  # transformers needs both to load
+    optional_import("gguf", "export", "GGUF -> HF")  # a GGUF
+    transformers = optional_import("transformers", "export", "GGUF -> HF")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     folder, name = str(gguf_path.parent), gguf_path.name
     model = transformers.AutoModelForCausalLM.from_pretrained(

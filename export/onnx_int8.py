@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import MissingExtraError, ModelNotFoundError
+from epic_edge.errors import ModelNotFoundError
+from epic_edge.optional import optional_import
 
 INT8_NAME = "model.int8.onnx"
 # Real sentences of the kinds a memory sees, for the agreement check.
@@ -32,13 +33,11 @@ def quantize_int8(fp32_model: Path, out_path: Path | None = None, *,
     """Write a dynamic-int8 copy of `fp32_model` (weights int8, activations quantised at run time).
 
     per_channel=True keeps one scale per output channel; the per-tensor default of ONNX Runtime
-    loses noticeably more agreement with fp32 on MiniLM (see tests/test_export_onnx_int8.py).
+    loses noticeably more agreement with fp32 on MiniLM (tests/test_export_bundle.py,
+    test_per_tensor_int8_agrees_less).
     """
-    try:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-    except ImportError as exc:
-        raise MissingExtraError(f"int8 quantisation needs onnxruntime ({exc}); "
-                                "install it with: pip install 'epic-edge[export]'") from exc
+    quantization = optional_import("onnxruntime.quantization", "export", "int8 quantisation")
+    QuantType, quantize_dynamic = quantization.QuantType, quantization.quantize_dynamic
     fp32_model = Path(fp32_model)
     if not fp32_model.is_file():
         raise ModelNotFoundError(f"fp32 ONNX model {fp32_model} not found; export it first")
@@ -71,12 +70,8 @@ def _embed(ort: Any, tokenizer: Any, model: Path, texts: Sequence[str]) -> np.nd
 def agreement(reference_model: Path, other_model: Path, tokenizer_path: Path,
               texts: Sequence[str] = CHECK_SENTENCES) -> dict[str, float]:
     """Cosine between the two models' embeddings of `texts`: min and mean."""
-    try:
-        import onnxruntime as ort
-        import tokenizers
-    except ImportError as exc:
-        raise MissingExtraError(f"the agreement check needs onnxruntime and tokenizers ({exc}); "
-                                "install them with: pip install 'epic-edge[cpu]'") from exc
+    ort = optional_import("onnxruntime", "cpu", "the int8 agreement check")
+    tokenizers = optional_import("tokenizers", "cpu", "the int8 agreement check")
     tok = tokenizers.Tokenizer.from_file(str(tokenizer_path))
     tok.no_padding()
     tok.enable_truncation(max_length=256)

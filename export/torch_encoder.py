@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from epic_edge.export.onnx_embedder import _import_export_deps, load_minilm_encoder
+from epic_edge.export.minilm_onnx import _import_export_deps, load_minilm_encoder
 
 MASK_VALUE = -1.0e4  # additive mask; finite so fp16 programs stay finite
 

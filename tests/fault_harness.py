@@ -51,9 +51,9 @@ def _missing_model():  # type: ignore[no-untyped-def]
 
 
 def _missing_extra():  # type: ignore[no-untyped-def]
-    from epic_edge.registry import _resolve
+    from epic_edge.registry import resolve
 
-    return _resolve("epic_edge_absent_backend:Verifier", "absent")()
+    return resolve("epic_edge_absent_backend:Verifier", "absent")()
 
 
 # fault -> factory of the broken verifier (built lazily, as Memory.open builds a profile's)

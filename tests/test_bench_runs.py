@@ -7,7 +7,9 @@ import math
 
 import pytest
 
+from epic_edge.background import background_questions
 from epic_edge.bench import latency, pooling, quality, relevance, report, stream
+from epic_edge.bench.policy import no_preference_questions
 from epic_edge.bench.systems import SYSTEMS
 from epic_edge.bench.variants import VARIANTS
 from fakes import BagOfWordsEmbedder
@@ -65,6 +67,8 @@ def test_quality_json_has_every_system_and_judged_metric(quality_result):
     assert set(r["summary"]["targets_met"]) >= {"aligned >= SE + 0.15", "unjudged < 5%"}
     evidence = r["per_persona"][0]["policy_evidence"]
     assert len(evidence["own"]) == 60 and len(evidence["none"]) >= 200
+    assert len(evidence["background"]) == len(background_questions())
+    assert not set(background_questions()) & set(no_preference_questions())
 
 
 def test_quality_memories_are_real_files(quality_result):

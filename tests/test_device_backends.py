@@ -74,7 +74,7 @@ def test_gpu_verifier_without_offload_warns_and_runs_on_cpu(reference_models: Pa
 
 
 def test_qnn_export_needs_the_sdk_and_never_imports_it(monkeypatch, tmp_path: Path) -> None:
-    from epic_edge.export.executorch_embedder import export_executorch, qnn_sdk_root
+    from epic_edge.export.minilm_executorch import export_executorch, qnn_sdk_root
 
     monkeypatch.delenv("QNN_SDK_ROOT", raising=False)
     with pytest.raises(ModelNotFoundError, match="set QNN_SDK_ROOT"):
@@ -104,7 +104,7 @@ def test_executorch_embedder_missing_or_corrupt_files(tmp_path: Path) -> None:
 
     with pytest.raises(ModelNotFoundError, match="export --device galaxy-z-flip6"):
         ExecuTorchEmbedder(tmp_path / "model.xnnpack.pte", tmp_path / "tokenizer.json")
-    from epic_edge.export.onnx_embedder import find_minilm_weights
+    from epic_edge.export.minilm_onnx import find_minilm_weights
 
     try:
         tok = find_minilm_weights() / "tokenizer.json"

@@ -20,7 +20,7 @@ def coreml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Core ML embedder alone (runs in CI: ~20-40 s on 2 cores)."""
     pytest.importorskip("coremltools")
     pytest.importorskip("torch")
-    from epic_edge.export.coreml_embedder import export_coreml
+    from epic_edge.export.minilm_coreml import export_coreml
 
     try:
         out = tmp_path_factory.mktemp("coreml") / "all-minilm-l6-v2"
@@ -48,7 +48,7 @@ def mac_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_coreml_package_has_the_expected_signature(coreml_dir: Path) -> None:
-    from epic_edge.export.coreml_embedder import coreml_signature
+    from epic_edge.export.minilm_coreml import coreml_signature
 
     sig = coreml_signature(coreml_dir / "model.mlpackage")
     assert sig["type"] == "mlProgram"
@@ -95,7 +95,7 @@ def test_mlx_verifier_runs_on_cpu(mac_bundle: Path) -> None:
 
 def test_coreml_compute_units_are_checked(tmp_path: Path) -> None:
     from epic_edge.errors import InvalidInputError
-    from epic_edge.export.coreml_embedder import export_coreml
+    from epic_edge.export.minilm_coreml import export_coreml
 
     with pytest.raises(InvalidInputError, match="compute_units"):
         export_coreml(tmp_path, compute_units="GPU_ONLY")

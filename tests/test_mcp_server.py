@@ -151,7 +151,6 @@ def test_recall_equals_the_api(server):
             assert recalled["context"] == memory.context(question, 4)
 
 
-@pytest.mark.xfail(reason="needs the evidence-based memory-use gate (issue 12)", strict=False)
 def test_a_vegan_user_asking_about_dinner_gets_the_bistro(server):
     params, _ = server
 

@@ -214,7 +214,7 @@ def test_control_characters_are_removed(memory):
 
 
 def test_huge_and_duplicate_preference_lists(memory, monkeypatch):
-    import epic_edge.memory as memory_module
+    import epic_edge.limits as memory_module
 
     first = memory.add_preference("I like trains")
     assert memory.add_preference("  I like   trains ") == first  # duplicate: same preference

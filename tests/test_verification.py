@@ -48,8 +48,8 @@ def tiny_cross_encoder(tmp_path_factory):
     import torch
     import transformers
 
-    from epic_edge.export.onnx_embedder import find_minilm_weights
-    from epic_edge.export.train_verifier import build_cross_encoder, export_onnx, load_tokenizer
+    from epic_edge.export.minilm_onnx import find_minilm_weights
+    from epic_edge.export.verifier.train import build_cross_encoder, export_onnx, load_tokenizer
 
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
@@ -66,13 +66,13 @@ def tiny_cross_encoder(tmp_path_factory):
 
 @needs_export
 def test_onnx_cross_encoder_agrees_with_torch(tiny_cross_encoder) -> None:
-    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
-    from epic_edge.export.train_verifier import torch_scores
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+    from epic_edge.export.verifier.train import torch_scores
 
     model, tokenizer, path = tiny_cross_encoder
     pairs = load_verification_set("test")[:12]
     expected = torch_scores(model, tokenizer, pairs, batch_size=5)
-    verifier = CrossEncoderVerifier(path)
+    verifier = LearnedVerifier(path)
     got = verifier.score_pairs([p.preference for p in pairs], [p.passage for p in pairs])
     assert got.shape == (12,) and np.all((got >= 0) & (got <= 1))
     np.testing.assert_allclose(got, expected, atol=1e-4)
@@ -89,8 +89,8 @@ def _tiny_siamese(folder, quantize: bool):  # type: ignore[no-untyped-def]
     import torch
     import transformers
 
-    from epic_edge.export.onnx_embedder import find_minilm_weights
-    from epic_edge.export.train_verifier import _Siamese, export_siamese_onnx, load_tokenizer
+    from epic_edge.export.minilm_onnx import find_minilm_weights
+    from epic_edge.export.verifier.train import _Siamese, export_siamese_onnx, load_tokenizer
 
     torch.manual_seed(1)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
@@ -110,13 +110,13 @@ def _tiny_siamese(folder, quantize: bool):  # type: ignore[no-untyped-def]
 
 @needs_export
 def test_onnx_siamese_verifier_agrees_with_torch(tmp_path) -> None:
-    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
-    from epic_edge.export.train_verifier import siamese_scores
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+    from epic_edge.export.verifier.train import siamese_scores
 
     model, tokenizer, path = _tiny_siamese(tmp_path, quantize=False)
     pairs = load_verification_set("test")[:10]
     expected = siamese_scores(model, tokenizer, pairs, batch_size=4)
-    verifier = CrossEncoderVerifier(path)
+    verifier = LearnedVerifier(path)
     assert verifier.kind == "siamese"
     got = verifier.score_pairs([p.preference for p in pairs], [p.passage for p in pairs])
     np.testing.assert_allclose(got, expected, atol=1e-4)
@@ -128,30 +128,30 @@ def test_int8_siamese_score_does_not_depend_on_earlier_calls(tmp_path) -> None:
     """Dynamic int8 quantisation scales each batch by its own range: a preference encoded
     with others scored differently from one encoded alone, so a verdict depended on which
     items came before it (a worker pool judging in another order disagreed with one process)."""
-    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
 
     path = _tiny_siamese(tmp_path, quantize=True)[2]
     pairs = load_verification_set("test")[:12]
     item = pairs[0].passage
     short = Preference(1, pairs[0].preference)
     long = Preference(2, " ".join(p.preference for p in pairs[1:]))
-    fresh = CrossEncoderVerifier(path).scores(item, [short])
-    seasoned = CrossEncoderVerifier(path)
+    fresh = LearnedVerifier(path).scores(item, [short])
+    seasoned = LearnedVerifier(path)
     seasoned.scores(item, [short, long])  # both preferences encoded in one call
     assert seasoned.scores(item, [short]).tolist() == fresh.tolist()
 
 
 @needs_export
 def test_cross_encoder_verdicts_and_template_instructions(tiny_cross_encoder) -> None:
-    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
 
     _, _, path = tiny_cross_encoder
-    keep_all = CrossEncoderVerifier(path, threshold=0.0)
+    keep_all = LearnedVerifier(path, threshold=0.0)
     verdict = keep_all.verify(BEEF, [VEGAN, HIKING])
     assert verdict.keep and verdict.llm_calls == 0
     assert set(verdict.preference_ids) == {1, 2} == set(verdict.instructions)
     assert 0.0 <= verdict.confidence <= 1.0
-    none = CrossEncoderVerifier(path, threshold=1.01).verify(BEEF, [VEGAN])
+    none = LearnedVerifier(path, threshold=1.01).verify(BEEF, [VEGAN])
     assert not none.keep and not none.instructions
     assert keep_all.verify(BEEF, []) == Verdict.discard(reason="no candidate preferences")
     assert not keep_all.verify("  ", [VEGAN]).keep
@@ -170,13 +170,13 @@ class _BrokenInstructor:
 @needs_export
 @pytest.mark.parametrize("output", ["", "\x00 ### ", RuntimeError("llama_decode -1")])
 def test_bad_instructions_never_crash_ingest(tiny_cross_encoder, tmp_path, output) -> None:
-    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
     from epic_edge.backends.numpy_index import NumpyIndex
     from epic_edge.memory import Memory
     from fakes import BagOfWordsEmbedder
 
     _, _, path = tiny_cross_encoder
-    verifier = CrossEncoderVerifier(path, threshold=0.0, instructor=_BrokenInstructor(output))
+    verifier = LearnedVerifier(path, threshold=0.0, instructor=_BrokenInstructor(output))
     emb = BagOfWordsEmbedder()
     with Memory.open(tmp_path / "m.epic", embedder=emb, verifier=verifier,
                      index=NumpyIndex(emb.dim), tau=0.0) as memory:
@@ -190,16 +190,16 @@ def test_bad_instructions_never_crash_ingest(tiny_cross_encoder, tmp_path, outpu
 
 @needs_export
 def test_missing_or_corrupt_model_is_a_clear_error(tmp_path) -> None:
-    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
+    from epic_edge.backends.learned_verifier import LearnedVerifier
     from epic_edge.errors import ModelNotFoundError
 
-    with pytest.raises(ModelNotFoundError, match="train_verifier"):
-        CrossEncoderVerifier(tmp_path / "none.onnx")
+    with pytest.raises(ModelNotFoundError, match="epic-edge setup"):
+        LearnedVerifier(tmp_path / "none.onnx")
     bad = tmp_path / "model.onnx"
     bad.write_bytes(b"not onnx")
     (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
     with pytest.raises(ModelNotFoundError):
-        CrossEncoderVerifier(bad)
+        LearnedVerifier(bad)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from epic_edge.calibrate import load_verification_set
-from epic_edge.export.verifier_cv import (
+from epic_edge.export.verifier.cv import (
     out_of_fold_scores,
     out_of_fold_threshold,
     preference_folds,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
@@ -10,24 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from epic_edge import registry
 from epic_edge.cli.common import parser
 from epic_edge.models import model_dir
 from epic_edge.profiles import Profile, list_profiles, load_profile
-
-
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _ort_providers() -> list[str]:
-    if not _has("onnxruntime"):
-        return []
-    import onnxruntime
-
-    return list(onnxruntime.get_available_providers())
+from epic_edge.runs_here import backend_notes
 
 
 def _platform_note(profile: Profile) -> str:
@@ -43,62 +29,15 @@ def _platform_note(profile: Profile) -> str:
     return ""
 
 
-def _embedder_notes(cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(blocking problems, fallbacks) for the embedder section."""
-    backend, blocks, falls = cfg.get("backend"), [], []
-    if backend == "onnx":
-        have = _ort_providers()
-        if not have:
-            blocks.append("onnxruntime is not installed (pip install 'epic-edge[cpu]')")
-        missing = [p for p in cfg.get("providers", []) if have and p not in have]
-        if missing:
-            falls.append(f"ONNX Runtime here lacks {', '.join(missing)}: falls back to "
-                         f"{[p for p in cfg.get('providers', []) if p in have] or ['CPU']}")
-    elif backend == "coreml":
-        if sys.platform != "darwin":
-            blocks.append("Core ML prediction needs macOS (conversion works here)")
-        if not _has("coremltools"):
-            blocks.append("coremltools is not installed (pip install 'epic-edge[apple]')")
-    elif backend == "executorch":
-        if not _has("executorch"):
-            blocks.append("executorch is not installed (pip install 'epic-edge[android]')")
-        if cfg.get("prefer_qnn"):
-            falls.append("QNN .pte needs the Qualcomm SDK at export ($QNN_SDK_ROOT) and the "
-                         "Hexagon NPU at run time: XNNPACK (CPU) .pte used instead")
-    return blocks, falls
-
-
-def _verifier_notes(cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
-    backend, blocks, falls = cfg.get("backend"), [], []
-    if backend == "llama-cpp":
-        if not _has("llama_cpp"):
-            blocks.append("llama-cpp-python is not installed (pip install 'epic-edge[cpu]')")
-        elif int(cfg.get("n_gpu_layers", 0)):
-            from epic_edge.backends.llama_cpp_verifier import gpu_offload_supported
-
-            if not gpu_offload_supported():
-                falls.append("llama-cpp-python here has no GPU offload: verifier on the CPU")
-    elif backend == "mlx":
-        if not (_has("mlx") and _has("mlx_lm")):
-            blocks.append("mlx / mlx-lm are not installed (pip install 'epic-edge[apple]')")
-        elif sys.platform != "darwin":
-            falls.append("mlx runs on the CPU here (mlx[cpu]); the Metal GPU needs a Mac")
-    elif backend == "llama-server":
-        from epic_edge.backends.http_verifier import LlamaServerVerifier
-
-        url = str(cfg.get("url", "http://127.0.0.1:8080"))
-        if not LlamaServerVerifier(url, timeout_s=0.5, retries=0, chat_template="-").health():
-            blocks.append(f"no llama.cpp server answers at {url} (start llama-server there)")
-    return blocks, falls
-
-
 def check_profile(profile: Profile, models: Path | None = None) -> dict[str, Any]:
     """{"name", "runs_here": "yes" | "fallback" | "no", "why": [...], "missing_files": [...]}."""
     blocks, falls = [], []
     note = _platform_note(profile)
     if note:
         falls.append(note)
-    for part in (_embedder_notes(profile.embedder), _verifier_notes(profile.verifier)):
+    for kind in ("embedder", "verifier"):
+        config = getattr(profile, kind)
+        part = backend_notes(registry.backend(kind, config.get("backend")), config)
         blocks += part[0]
         falls += part[1]
     folder = models or model_dir()

@@ -6,7 +6,7 @@ import sys
 from dataclasses import asdict
 
 from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
-from epic_edge.memory import MAX_QUESTION_CHARS, _clean_text
+from epic_edge.limits import MAX_QUESTION_CHARS, clean_text
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
     if args.context and (args.no_gate or args.no_steer):
         p.error("--no-gate and --no-steer apply to hits; with --context choose a --regime "
                 "(aggressive has no gate)")
-    _clean_text(args.question, "question", MAX_QUESTION_CHARS)  # bad input: before any file
+    clean_text(args.question, "question", MAX_QUESTION_CHARS)  # bad input: before any file
     with open_memory(args, read_only=True) as memory:
         if args.context:
             block = memory.context(args.question, args.k, regime=args.regime)

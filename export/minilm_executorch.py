@@ -9,8 +9,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import InvalidInputError, MissingExtraError, ModelNotFoundError
-from epic_edge.export.onnx_embedder import (
+from epic_edge.errors import InvalidInputError, ModelNotFoundError
+from epic_edge.export.minilm_onnx import (
     DIM,
     INPUT_NAMES,
     MAX_LENGTH,
@@ -18,6 +18,7 @@ from epic_edge.export.onnx_embedder import (
     find_minilm_weights,
 )
 from epic_edge.export.torch_encoder import explicit_mask_encoder
+from epic_edge.optional import optional_import
 
 DELEGATES = ("xnnpack", "qnn")
 QNN_ENV = "QNN_SDK_ROOT"
@@ -30,12 +31,7 @@ def pte_name(delegate: str) -> str:
 
 
 def _import_executorch() -> Any:
-    try:
-        import executorch.exir as exir
-    except ImportError as exc:
-        raise MissingExtraError(f"ExecuTorch export needs executorch ({exc}); install it with: "
-                                "pip install 'epic-edge[android]' torch==2.13.0") from exc
-    return exir
+    return optional_import("executorch.exir", "export", "the ExecuTorch export")
 
 
 def qnn_sdk_root() -> Path:

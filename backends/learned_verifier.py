@@ -11,14 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.backends.verifier_prompts import template_instruction
-from epic_edge.errors import EpicEdgeError, MissingExtraError, ModelNotFoundError
+from epic_edge.decision import decide, guard
+from epic_edge.errors import EpicEdgeError, ModelNotFoundError
+from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "epic-verifier-minilm/model.onnx"
-SETUP_HINT = "build it with: python -m epic_edge.export.train_verifier"
+SETUP_HINT = "run `epic-edge setup` (it trains the learned verifier once)"
 PREFERENCE_CACHE = 4096  # preference vectors kept between items
 
 
@@ -26,8 +27,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
 
 
-class CrossEncoderVerifier:
-    """Scores (preference, item) pairs with a model trained by epic_edge.export.train_verifier.
+class LearnedVerifier:
+    """Scores (preference, item) pairs with a model trained by epic_edge.export.verifier.train.
 
     model.json "kind": "siamese" (fine-tuned bi-encoder: P = sigmoid(scale * cos + bias)) or
     "cross-encoder" (one logit per "[CLS] preference [SEP] item"). One batched ONNX pass;
@@ -39,13 +40,8 @@ class CrossEncoderVerifier:
                  threshold: float | None = None, max_length: int | None = None,
                  threads: int = 0, max_preferences_per_item: int = 2,
                  instructor: Any = None) -> None:
-        try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise MissingExtraError(f"the learned verifier needs onnxruntime and tokenizers"
-                                    f" ({exc}); install them with: pip install 'epic-edge[cpu]'"
-                                    ) from exc
+        ort = optional_import("onnxruntime", "cpu", "the learned verifier")
+        Tokenizer = optional_import("tokenizers", "cpu", "the learned verifier").Tokenizer
         self.model_path = Path(model_path)
         tok_path = Path(tokenizer_path) if tokenizer_path else (
             self.model_path.parent / "tokenizer.json")
@@ -80,7 +76,7 @@ class CrossEncoderVerifier:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], model_dir: Path) -> CrossEncoderVerifier:
+    def from_config(cls, config: dict[str, Any], model_dir: Path) -> LearnedVerifier:
         """[verifier] backend = "learned"; instructions = "llm" (the `llm_backend` verifier,
         default "llama-cpp", loaded on the first kept item) | "template" (no LLM at all)."""
         model = Path(str(config.get("model", DEFAULT_MODEL))).expanduser()
@@ -161,51 +157,28 @@ class CrossEncoderVerifier:
 
     def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
         candidates = list(candidates)
-        if not candidates:
-            return Verdict.discard(reason="no candidate preferences")
-        if not item or not item.strip():
-            return Verdict.discard(reason="empty item")
-        with self._lock:
-            try:
-                probs = self.scores(item, candidates)
-            except Exception as exc:  # never crash ingest, never log the item
-                log.warning("learned decision failed (%s); item discarded",
-                            type(exc).__name__)
-                return Verdict.discard(reason=f"decision failed: {type(exc).__name__}")
-        p_keep = float(probs.max())
-        if p_keep < self.threshold:
-            return Verdict.discard(reason=f"P(Keep)={p_keep:.3f} < threshold "
-                                          f"{self.threshold:.3f}", confidence=1.0 - p_keep)
-        order = [int(k) for k in np.argsort(-probs, kind="stable") if probs[k] >= self.threshold]
-        kept = [candidates[k] for k in order[: self.max_preferences_per_item]]
-        instructions, notes, calls = self._instructions(item, candidates, kept)
-        reason = f"P(Keep)={p_keep:.3f} >= threshold {self.threshold:.3f}"
-        if notes:
-            reason += "; " + "; ".join(notes)
-        return Verdict(keep=True, preference_ids=[p.id for p in kept], instructions=instructions,
-                       reason=reason, confidence=p_keep, llm_calls=calls)
+        guarded = guard(item, candidates)
+        if guarded is not None:
+            return guarded
+        with self._lock:  # a scoring fault propagates: epic_edge.faults decides
+            probs = self.scores(item, candidates)
+        return decide(item, candidates, probs, threshold=self.threshold,
+                      max_preferences=self.max_preferences_per_item, write=self._instructions)
 
     def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
                       ) -> tuple[dict[int, str], list[str], int]:
-        texts: dict[int, str] = {}
-        notes: list[str] = []
-        calls = 0
-        if self._instructor is not None:
-            try:
-                texts, notes, calls = self._instructor.write_instructions(item, candidates, kept)
-            except EpicEdgeError as exc:  # e.g. the LLM is not installed: say so once
-                log.warning("instruction LLM unavailable (%s); using templates", exc)
-                self._instructor = None
-            except Exception as exc:  # never crash ingest, never log the item
-                log.warning("instruction LLM failed (%s); using templates", type(exc).__name__)
-                notes = [f"template instructions ({type(exc).__name__})"]
-        for p in kept:
-            text = " ".join("".join(c if c.isprintable() else " " for c in
-                                    str(texts.get(p.id, ""))).split())
-            if sum(ch.isalpha() for ch in text) < 3:
-                text = template_instruction(item, p)
-            texts[p.id] = text
-        return {p.id: texts[p.id] for p in kept}, notes, calls
+        """The instruction LLM's texts for a kept item ({} for the template)."""
+        if self._instructor is None:
+            return {}, [], 0
+        try:
+            return self._instructor.write_instructions(item, candidates, kept)
+        except EpicEdgeError as exc:  # e.g. the LLM is not installed: say so once
+            log.warning("instruction LLM unavailable (%s); using templates", exc)
+            self._instructor = None
+            return {}, [], 0
+        except Exception as exc:  # never crash ingest, never log the item
+            log.warning("instruction LLM failed (%s); using templates", type(exc).__name__)
+            return {}, [f"template instructions ({type(exc).__name__})"], 0
 
     def close(self) -> None:
         self._session = None

@@ -8,24 +8,20 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import InvalidInputError, MissingExtraError
-from epic_edge.export.onnx_embedder import DIM, MAX_LENGTH, MODEL_NAME, find_minilm_weights
+from epic_edge.errors import InvalidInputError
+from epic_edge.export.minilm_onnx import DIM, MAX_LENGTH, MODEL_NAME, find_minilm_weights
 from epic_edge.export.torch_encoder import explicit_mask_encoder
+from epic_edge.optional import optional_import
+from epic_edge.registry import COMPUTE_UNITS
 
 PACKAGE_NAME = "model.mlpackage"
 INPUTS = ("input_ids", "attention_mask")
 OUTPUT = "sentence_embedding"
-COMPUTE_UNITS = ("ALL", "CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE")
 MAX_BATCH = 64
 
 
 def _import_coremltools() -> Any:
-    try:
-        import coremltools
-    except ImportError as exc:
-        raise MissingExtraError(f"Core ML export needs coremltools ({exc}); install it with: "
-                                "pip install 'epic-edge[apple]'") from exc
-    return coremltools
+    return optional_import("coremltools", "export", "the Core ML export")
 
 
 def export_coreml(out_dir: Path, *, compute_units: str = "CPU_AND_NE", precision: str = "fp16",

@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 
 from epic_edge.calibrate import LabelledPair, best_f1_threshold, load_verification_set
-
-from .onnx_embedder import find_minilm_weights, load_minilm_encoder
-from .verifier_nets import (
+from epic_edge.export.minilm_onnx import find_minilm_weights, load_minilm_encoder
+from epic_edge.export.verifier.nets import (
     INPUT_NAMES,
     MAX_LENGTH,
     OUTPUT_NAME,
@@ -150,7 +149,7 @@ def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese"
     threshold = best_f1_threshold(scores, [p.keep for p in train_pairs])
     extra["threshold_fitted_on"] = "train (the exported model's own scores)"
     if cv_folds > 1:
-        from .verifier_cv import out_of_fold_threshold
+        from epic_edge.export.verifier.cv import out_of_fold_threshold
 
         fit, score = ((train_siamese, siamese_scores) if kind == "siamese"
                       else (train, torch_scores))
@@ -170,7 +169,7 @@ def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m epic_edge.export.train_verifier",
+    parser = argparse.ArgumentParser(prog="python -m epic_edge.export.verifier.train",
                                      description=__doc__)
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: MODELS/epic-verifier-minilm)")

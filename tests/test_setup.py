@@ -1,0 +1,44 @@
+"""`epic-edge setup` installs and trains everything the chosen profile needs (one setup path)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from epic_edge.cli import setup
+from epic_edge.profiles import load_profile
+
+
+def _stub_installs(monkeypatch, models: Path) -> list[Path]:
+    trained: list[Path] = []
+
+    def reference(folder: Path, force: bool = False) -> dict[str, Path]:
+        return {}
+
+    def train(out_dir: Path, **_: object) -> dict[str, str]:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "model.onnx").write_bytes(b"trained")
+        trained.append(out_dir)
+        return {}
+
+    monkeypatch.setattr(setup, "install_reference_models", reference)
+    monkeypatch.setattr(setup, "minilm_onnx", lambda config, models, force=False: {})
+    monkeypatch.setattr("epic_edge.export.verifier.train.train_and_export", train)
+    return trained
+
+
+def test_setup_trains_the_default_profiles_learned_verifier_once(tmp_path, monkeypatch):
+    trained = _stub_installs(monkeypatch, tmp_path)
+    profile = load_profile("linux-cpu")
+    installed = setup.install_profile(profile, tmp_path)
+    model = tmp_path / profile.verifier["model"]
+    assert installed["learned verifier"] == model and model.read_bytes() == b"trained"
+    setup.install_profile(profile, tmp_path)
+    assert trained == [model.parent]  # present: not trained again
+
+
+def test_setup_runs_each_backends_step_from_the_table(tmp_path, monkeypatch):
+    _stub_installs(monkeypatch, tmp_path)
+    monkeypatch.setattr(setup, "gguf", lambda config, models, force=False: {"llm": models})
+    monkeypatch.setattr(setup, "minilm_onnx", lambda config, models, force=False: {"emb": models})
+    installed = setup.install_profile(load_profile("jetson-orin-nano"), tmp_path)
+    assert installed == {"emb": tmp_path, "llm": tmp_path}  # onnx + llama-cpp rows' steps
