@@ -19,7 +19,7 @@ import numpy as np
 
 from epic_edge.bench.replay import Job, judge, survivors
 from epic_edge.bench.vectors import BLOCK
-from epic_edge.errors import MissingExtraError
+from epic_edge.optional import optional_import
 from epic_edge.types import Verdict
 
 JOBS_PER_CALL = 64  # verification jobs per actor call
@@ -31,12 +31,7 @@ _MODELS: dict[tuple, Any] = {}  # per worker process: each model is loaded once
 def _ray() -> Any:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # the project sends no telemetry
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")  # CPU workers: no warning
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingExtraError(f"--engine ray needs Ray ({exc}). Install it with: "
-                                "pip install 'epic-edge[ray]'") from exc
-    return ray
+    return optional_import("ray", "ray", "the bench's Ray engine (--engine ray)")
 
 
 def start(address: str | None = None, num_cpus: int | None = None) -> Any:

@@ -14,8 +14,8 @@ DISTRIBUTIONS = {
     "executorch": "executorch", "faiss": "faiss-cpu", "gguf": "gguf", "jinja2": "jinja2",
     "langchain_core": "langchain-core", "llama_cpp": "llama-cpp-python",
     "matplotlib": "matplotlib", "mcp": "mcp", "mlx": "mlx", "mlx_lm": "mlx-lm", "onnx": "onnx",
-    "onnxruntime": "onnxruntime", "pydantic": "langchain-core", "tokenizers": "tokenizers",
-    "torch": "torch", "transformers": "transformers",
+    "onnxruntime": "onnxruntime", "pydantic": "langchain-core", "ray": "ray",
+    "tokenizers": "tokenizers", "torch": "torch", "transformers": "transformers",
 }
 
 

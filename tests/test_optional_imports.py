@@ -109,6 +109,12 @@ def _mlx_export():  # type: ignore[no-untyped-def]
     return _import_mlx_convert()
 
 
+def _ray_engine():  # type: ignore[no-untyped-def]
+    from epic_edge.bench.ray_engine import start
+
+    return start()
+
+
 # entry points outside the backend table (tests/test_backend_table.py blanks those)
 ENTRY_POINTS = [
     ("cryptography", "crypto", _sealer),
@@ -119,6 +125,7 @@ ENTRY_POINTS = [
     ("onnxruntime", "export", _int8),
     ("torch", "export", _training),
     ("mlx_lm", "export", _mlx_export),
+    ("ray", "ray", _ray_engine),
 ]
 
 
@@ -126,7 +133,8 @@ ENTRY_POINTS = [
 # import time; a library imported while another is blanked could cache its absence)
 for _module in ("epic_edge.crypto", "epic_edge.mcp_server", "epic_edge.bench.stream",
                 "epic_edge.export.minilm_onnx", "epic_edge.export.onnx_int8",
-                "epic_edge.export.verifier.nets", "epic_edge.export.mlx_llm"):
+                "epic_edge.export.verifier.nets", "epic_edge.export.mlx_llm",
+                "epic_edge.bench.ray_engine"):
     importlib.import_module(_module)
 
 
