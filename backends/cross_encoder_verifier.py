@@ -60,7 +60,7 @@ class CrossEncoderVerifier:
                                         compute_units=compute_units)
         # Dynamic int8 rounds a whole batch with one scale, so a text's score would depend on
         # its batch neighbours (up to 0.12 in P(Keep)): such a model runs one text at a time.
-        self._per_text = meta.get("precision") == "int8"
+        self._per_text = meta.get("precision") == "int8" or bool(meta.get("per_text"))
         self.kind = str(meta.get("kind", "cross-encoder"))
         self._scale = float(meta.get("scale", 1.0))
         self._bias = float(meta.get("bias", 0.0))
@@ -81,6 +81,9 @@ class CrossEncoderVerifier:
         "template" (no LLM at all)."""
         model = Path(str(config.get("model", DEFAULT_MODEL))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
+        qnn = config.get("qnn_model")  # ExecuTorch on the NPU, exported where the SDK is
+        if config.get("prefer_qnn") and qnn and (Path(model_dir) / str(qnn)).is_file():
+            path = Path(model_dir) / str(qnn)
         instructor = None
         if config.get("instructions", "template") != "template":
             instructor = _LazyInstructor(config, Path(model_dir))

@@ -18,6 +18,7 @@ import numpy as np
 
 from epic_edge.errors import MissingExtraError, ModelNotFoundError
 
+SUFFIX_FORMATS = {".onnx": "onnx", ".pte": "executorch", ".mlpackage": "coreml"}
 SETUP_HINT = "build it with: python -m epic_edge.export.train_verifier"
 DEVICE_HINT = "export the device's bundle with: epic-edge export --device PROFILE --out DIR"
 

@@ -132,9 +132,12 @@ def _export_llm(out_dir: Path, profile: Profile, step: Callable[..., Any]) -> di
 
 
 def _export_learned(out_dir: Path, profile: Profile, step: Callable[..., Any]) -> dict[str, Any]:
-    """The learned decision model (built at setup) plus the GGUF that writes instructions."""
+    """The learned decision (built at setup) in the profile's format, plus the GGUF when an
+    LLM writes instructions."""
     from epic_edge.export.gguf import gguf_quantisation, install_gguf
     from epic_edge.models import model_dir
+
+    from .learned_bundle import export_learned_decision
 
     cfg = profile.verifier
     folder = Path(str(cfg["model"])).parent
@@ -143,10 +146,8 @@ def _export_learned(out_dir: Path, profile: Profile, step: Callable[..., Any]) -
         raise ModelNotFoundError(
             f"the learned verifier is not installed at {src}; build it with: "
             f"python -m epic_edge.export.train_verifier --out {src}")
-    step("learned verifier", shutil.copytree, src, out_dir / folder, dirs_exist_ok=True)
-    facts: dict[str, Any] = {"backend": "learned", "decision_file": str(cfg["model"]),
-                             "decision_format": "onnx", "file": None, "format": "none",
-                             "quantisation": None}
+    facts: dict[str, Any] = {"backend": "learned", **export_learned_decision(
+        src, out_dir, cfg, step), "file": None, "format": "none", "quantisation": None}
     if cfg.get("instructions", "llm") == "llm" and cfg.get("llm_backend") in GGUF_VERIFIERS:
         path = step("llm gguf", install_gguf, out_dir)
         facts.update(file=path.name, format="gguf", quantisation=gguf_quantisation(path))

@@ -83,6 +83,11 @@ def _verifier_notes(cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
             blocks.append("mlx / mlx-lm are not installed (pip install 'epic-edge[apple]')")
         elif sys.platform != "darwin":
             falls.append("mlx runs on the CPU here (mlx[cpu]); the Metal GPU needs a Mac")
+    elif backend == "learned":
+        from epic_edge.backends.learned_runtimes import SUFFIX_FORMATS
+
+        runtime = SUFFIX_FORMATS.get(Path(str(cfg.get("model", ""))).suffix, "onnx")
+        blocks, falls = _embedder_notes({**cfg, "backend": runtime})
     elif backend == "llama-server":
         from epic_edge.backends.http_verifier import LlamaServerVerifier
 
