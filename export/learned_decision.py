@@ -32,7 +32,7 @@ PARITY_LIMIT = 0.02  # max |delta P(Keep)| a device program may differ from the 
 INT8_SOURCE_LIMIT = 0.05
 
 
-def _example(token_types: bool, batch: int = 1) -> tuple[Any, ...]:
+def _example(token_types: bool, batch: int = 2) -> tuple[Any, ...]:
     import torch
 
     ids = torch.tensor([[101, 7592, 2088, 102]] * batch, dtype=torch.int64)
@@ -61,28 +61,13 @@ def _precision(meta: dict[str, Any], precision: str) -> dict[str, Any]:
 def export_decision_executorch(src: Path, out_dir: Path, *, delegate: str = "xnnpack",
                                soc: str = "SM8650", base: Any = None) -> Path:
     """out_dir/model.<delegate>.pte: batch 1, sequence 2..max_length, fp32 weights."""
-    from .executorch_embedder import _import_executorch, _partitioners, pte_name, qnn_sdk_root
+    from .executorch_embedder import pte_name, qnn_sdk_root, write_program
 
     if delegate == "qnn":
         qnn_sdk_root()
-    exir = _import_executorch()
-    import torch
-
     module, meta = decision_module(src, base=base)
-    example = _example(True)
-    seq = torch.export.Dim("sequence", min=2, max=int(meta.get("max_length", 192)))
-    dynamic = {n: {1: seq} for n in ("input_ids", "attention_mask", "token_type_ids")}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False)
-        edge = exir.to_edge_transform_and_lower(
-            program, partitioner=_partitioners(delegate, soc, example))
-        buffer = edge.to_executorch().buffer
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pte = out_dir / pte_name(delegate)
-    tmp = pte.with_name(pte.name + ".tmp")
-    tmp.write_bytes(buffer)
-    tmp.replace(pte)
+    pte = write_program(module, out_dir / pte_name(delegate), delegate=delegate,
+                        max_length=int(meta.get("max_length", 192)), soc=soc)
     return _finish(Path(src), out_dir, meta, pte, {
         "format": "executorch", "delegate": delegate, "batch": 1, **_precision(meta, "fp32"),
         **({"soc": soc} if delegate == "qnn" else {})})
@@ -105,7 +90,7 @@ def export_decision_coreml(src: Path, out_dir: Path, *, compute_units: str = "AL
     names = ["input_ids", "attention_mask", "token_type_ids"][: 3 if token_types else 2]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = torch.jit.trace(module, _example(token_types, batch=2))
+        traced = torch.jit.trace(module, _example(token_types))
         batch = ct.RangeDim(lower_bound=1, upper_bound=MAX_BATCH, default=1)
         seq = ct.RangeDim(lower_bound=1, upper_bound=int(meta.get("max_length", 192)),
                           default=16)

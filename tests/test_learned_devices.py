@@ -35,16 +35,12 @@ def _installed_decision() -> Path:
 def tiny(tmp_path_factory):
     """(base BERT, folder) of a 2-layer siamese 'fine-tuned' from base, exported to fp32 ONNX."""
     import torch
-    import transformers
 
     from epic_edge.export.onnx_embedder import find_minilm_weights
     from epic_edge.export.verifier_nets import _Siamese, export_siamese_onnx
+    from fakes import tiny_bert
 
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64,
-                                     attn_implementation="eager")
-    base = transformers.BertModel(config).eval()
+    base = tiny_bert()
     tuned = copy.deepcopy(base)
     with torch.no_grad():  # what fine-tuning does: every weight moves a little
         for param in tuned.parameters():

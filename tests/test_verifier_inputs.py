@@ -29,7 +29,6 @@ HARD_ITEMS = [PREFS[0].text, LONG_PREF.text, "!!! ... ???", "\x00\x01\u200b", "ð
 def tiny_models(tmp_path_factory):
     """A random-weight 2-layer BERT as cross-encoder and as siamese encoder (fp32 ONNX)."""
     import torch
-    import transformers
 
     from epic_edge.export.onnx_embedder import find_minilm_weights
     from epic_edge.export.verifier_nets import (
@@ -38,17 +37,14 @@ def tiny_models(tmp_path_factory):
         export_onnx,
         export_siamese_onnx,
     )
+    from fakes import tiny_bert
 
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=64,
-                                     attn_implementation="eager")
     tok = find_minilm_weights() / "tokenizer.json"
     paths = {}
     for kind in ("cross-encoder", "siamese"):
         out = tmp_path_factory.mktemp(kind)
         shutil.copyfile(tok, out / "tokenizer.json")
-        bert = transformers.BertModel(config).eval()
+        bert = tiny_bert()
         if kind == "siamese":
             paths[kind] = export_siamese_onnx(_Siamese(bert, torch.tensor(8.0),
                                                        torch.tensor(-2.0)), out, quantize=False)
