@@ -84,6 +84,13 @@ def test_mac_manifest(mac_bundle: Path) -> None:
     llm = bundle.manifest["llm"]
     assert (llm["decision_format"], llm["precision"]) == ("coreml", "fp32")
     assert llm["file"] is None and "coremltools" in bundle.manifest["versions"]
+    import coremltools as ct
+
+    spec = ct.utils.load_spec(str(mac_bundle / "epic-verifier-minilm" / "model.mlpackage"))
+    ops = [op.type for f in spec.mlProgram.functions.values()
+           for block in f.block_specializations.values() for op in block.operations]
+    # the int8 source's 24 on-the-fly activation roundings (4 per layer) feed 36 Linear layers
+    assert ops.count("reduce_max") == 24 and ops.count("linear") == 36
 
 
 @pytest.mark.slow
