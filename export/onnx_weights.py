@@ -173,6 +173,18 @@ def decision_module(model_dir: Path, *, token_types: bool = True,
         wrapper.encoder = encoder
         load_onnx_weights(wrapper, onnx_path)
         return explicit_mask_encoder(encoder, token_types=token_types), meta
-    module = build_cross_encoder(torch, encoder)
-    load_onnx_weights(module, onnx_path)
-    return module.eval(), meta
+    trained = build_cross_encoder(torch, encoder)
+    load_onnx_weights(trained, onnx_path)
+    pooled = explicit_mask_encoder(encoder, token_types=True, normalize=False)
+
+    class ExplicitMaskCrossEncoder(torch.nn.Module):
+        """The trained cross-encoder over the explicit-mask encoder (traceable everywhere)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.pooled, self.head = pooled, trained.head
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.head(self.pooled(input_ids, attention_mask, token_type_ids)).squeeze(-1)
+
+    return ExplicitMaskCrossEncoder().eval(), meta

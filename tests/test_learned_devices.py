@@ -31,13 +31,18 @@ def _installed_decision() -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """(base BERT, folder) of a 2-layer siamese 'fine-tuned' from base, exported to fp32 ONNX."""
+@pytest.fixture(scope="module", params=["siamese", "cross-encoder"])
+def tiny(request, tmp_path_factory):
+    """(base BERT, folder) of a 2-layer model 'fine-tuned' from base, exported to fp32 ONNX."""
     import torch
 
     from epic_edge.export.onnx_embedder import find_minilm_weights
-    from epic_edge.export.verifier_nets import _Siamese, export_siamese_onnx
+    from epic_edge.export.verifier_nets import (
+        _Siamese,
+        build_cross_encoder,
+        export_onnx,
+        export_siamese_onnx,
+    )
     from fakes import tiny_bert
 
     base = tiny_bert()
@@ -45,13 +50,17 @@ def tiny(tmp_path_factory):
     with torch.no_grad():  # what fine-tuning does: every weight moves a little
         for param in tuned.parameters():
             param.add_(0.02 * param.std().nan_to_num(0.0) * torch.randn_like(param))
-    out = tmp_path_factory.mktemp("tiny-siamese")
-    export_siamese_onnx(_Siamese(tuned, torch.tensor(8.0), torch.tensor(-2.0)), out,
-                        quantize=False)
+    out = tmp_path_factory.mktemp(f"tiny-{request.param}")
+    if request.param == "siamese":
+        export_siamese_onnx(_Siamese(tuned, torch.tensor(8.0), torch.tensor(-2.0)), out,
+                            quantize=False)
+    else:
+        torch.manual_seed(1)
+        export_onnx(build_cross_encoder(torch, tuned), out, quantize=False)
     shutil.copyfile(find_minilm_weights() / "tokenizer.json", out / "tokenizer.json")
-    (out / "model.json").write_text(json.dumps({"kind": "siamese", "scale": 8.0, "bias": -2.0,
-                                               "threshold": 0.5, "max_length": 48,
-                                               "precision": "fp32"}))
+    (out / "model.json").write_text(json.dumps({"kind": request.param, "scale": 8.0,
+                                               "bias": -2.0, "threshold": 0.5,
+                                               "max_length": 48, "precision": "fp32"}))
     return base, out
 
 
@@ -80,6 +89,9 @@ def test_executorch_decision_matches_its_onnx_source(tiny, tmp_path) -> None:
     got = parity(CrossEncoderVerifier(src / "model.onnx"), CrossEncoderVerifier(pte),
                  [p.preference for p in pairs], [p.passage for p in pairs])
     assert got["max_abs_delta"] <= 1e-4 < PARITY_LIMIT and got["decisions_agree"] == 1.0
+    scores = CrossEncoderVerifier(pte).score_pairs([p.preference for p in pairs],
+                                                   [p.passage for p in pairs])
+    assert scores.std() > 1e-4  # the pairs are told apart: the agreement is not trivial
 
 
 def test_coreml_decision_spec(tiny, tmp_path) -> None:
@@ -91,14 +103,16 @@ def test_coreml_decision_spec(tiny, tmp_path) -> None:
     base, src = tiny
     package = export_decision_coreml(src, tmp_path / "cm", base=copy.deepcopy(base))
     sig = coreml_signature(package)
-    assert sig["type"] == "mlProgram"
-    assert [i["name"] for i in sig["inputs"]] == ["input_ids", "attention_mask"]
+    meta = json.loads((tmp_path / "cm" / "model.json").read_text())
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if meta["kind"] != "siamese"
+                                               else [])
+    assert sig["type"] == "mlProgram" and [i["name"] for i in sig["inputs"]] == names
     assert all(i["dtype"] == "int32" and i["shape_range"] == [(1, 64), (1, 48)]
                for i in sig["inputs"])
-    assert [o["name"] for o in sig["outputs"]] == ["sentence_embedding"]
-    meta = json.loads((tmp_path / "cm" / "model.json").read_text())
+    assert [o["name"] for o in sig["outputs"]] == [
+        "sentence_embedding" if meta["kind"] == "siamese" else "keep_logit"]
     assert meta["source_sha256"] == sha256_file(src / "model.onnx")
-    assert (meta["kind"], meta["precision"], meta["scale"]) == ("siamese", "fp32", 8.0)
+    assert (meta["precision"], meta["scale"]) == ("fp32", 8.0)
 
 
 def _demo_memory_bytes(path: Path, profile, models: Path) -> tuple[int, int, int]:
