@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.backends.learned_runtimes import SETUP_HINT, open_runner
 from epic_edge.decision import decide, guard
 from epic_edge.errors import EpicEdgeError, ModelNotFoundError
 from epic_edge.optional import optional_import
@@ -19,7 +20,6 @@ from epic_edge.types import Preference, Verdict
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "epic-verifier-minilm/model.onnx"
-SETUP_HINT = "run `epic-edge setup` (it trains the learned verifier once)"
 PREFERENCE_CACHE = 4096  # preference vectors kept between items
 
 
@@ -39,30 +39,25 @@ class LearnedVerifier:
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path | None = None, *,
                  threshold: float | None = None, max_length: int | None = None,
                  threads: int = 0, max_preferences_per_item: int = 2,
-                 instructor: Any = None) -> None:
-        ort = optional_import("onnxruntime", "cpu", "the learned verifier")
+                 instructor: Any = None, providers: Sequence[Any] | None = None,
+                 compute_units: str = "CPU_AND_NE") -> None:
         Tokenizer = optional_import("tokenizers", "cpu", "the learned verifier").Tokenizer
         self.model_path = Path(model_path)
         tok_path = Path(tokenizer_path) if tokenizer_path else (
             self.model_path.parent / "tokenizer.json")
         for what, path in (("verifier model", self.model_path), ("tokenizer", tok_path)):
-            if not path.is_file():
+            if not path.exists():  # a Core ML .mlpackage is a folder
                 raise ModelNotFoundError(f"{what} not found: {path}; {SETUP_HINT}")
         meta_path = self.model_path.parent / "model.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
         self.threshold = float(threshold if threshold is not None else meta.get("threshold", 0.5))
         self.max_length = int(max_length or meta.get("max_length", 192))
         self.max_preferences_per_item = max(1, int(max_preferences_per_item))
-        opts = ort.SessionOptions()
-        if threads:
-            opts.intra_op_num_threads = int(threads)
-        try:
-            self._session = ort.InferenceSession(str(self.model_path), opts,
-                                                 providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own types for bad files
-            raise ModelNotFoundError(f"{self.model_path} is not a loadable ONNX model ({exc}); "
-                                     f"{SETUP_HINT}") from exc
-        self._inputs = [i.name for i in self._session.get_inputs()]
+        self._runner: Any = open_runner(self.model_path, threads=threads, providers=providers,
+                                        compute_units=compute_units)
+        # Dynamic int8 rounds a whole batch with one scale, so a text's score would depend on
+        # its batch neighbours (up to 0.12 in P(Keep)): such a model runs one text at a time.
+        self._per_text = meta.get("precision") == "int8" or bool(meta.get("per_text"))
         self.kind = str(meta.get("kind", "cross-encoder"))
         self._scale = float(meta.get("scale", 1.0))
         self._bias = float(meta.get("bias", 0.0))
@@ -77,17 +72,25 @@ class LearnedVerifier:
 
     @classmethod
     def from_config(cls, config: dict[str, Any], model_dir: Path) -> LearnedVerifier:
-        """[verifier] backend = "learned"; instructions = "llm" (the `llm_backend` verifier,
-        default "llama-cpp", loaded on the first kept item) | "template" (no LLM at all)."""
+        """[verifier] backend = "learned"; `model` is model.onnx (ONNX Runtime with `providers`),
+        model.<delegate>.pte (ExecuTorch) or model.mlpackage (Core ML); instructions = "llm"
+        (the `llm_backend` verifier, default "llama-cpp", loaded on the first kept item) |
+        "template" (no LLM at all)."""
         model = Path(str(config.get("model", DEFAULT_MODEL))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
+        qnn = config.get("qnn_model")  # ExecuTorch on the NPU, exported where the SDK is
+        if config.get("prefer_qnn") and qnn and (Path(model_dir) / str(qnn)).is_file():
+            path = Path(model_dir) / str(qnn)
         instructor = None
         if config.get("instructions", "template") != "template":
             instructor = _LazyInstructor(config, Path(model_dir))
+        from epic_edge.backends.onnx_embedder import _with_options
+
         return cls(path, threshold=config.get("threshold"),
                    max_length=config.get("max_length"), threads=int(config.get("threads", 0)),
                    max_preferences_per_item=int(config.get("max_preferences_per_item", 2)),
-                   instructor=instructor)
+                   instructor=instructor, providers=_with_options(config, path.parent),
+                   compute_units=str(config.get("compute_units", "CPU_AND_NE")))
 
     def scores(self, item: str, candidates: Sequence[Preference]) -> np.ndarray:
         """P(Keep) for each candidate preference, one batched forward pass."""
@@ -101,8 +104,21 @@ class LearnedVerifier:
             vecs = self._siamese_vectors(prefs, passages)
             cos = np.array([float(vecs[p] @ vecs[x]) for p, x in zip(prefs, passages)])
             return _sigmoid(self._scale * cos + self._bias)
-        logits = self._run(self._tok.encode_batch(list(zip(prefs, passages))))
+        logits = self._run(self._encode_pairs(prefs, passages))
         return _sigmoid(np.asarray(logits, dtype=np.float64).reshape(-1))
+
+    def _encode_pairs(self, prefs: Sequence[str], passages: Sequence[str]) -> list[Any]:
+        """Pairs truncated in the passage (as trained); a preference too long for that alone
+        truncates both sides instead of failing the item."""
+        pairs = list(zip(prefs, passages))
+        try:
+            return self._tok.encode_batch(pairs)
+        except Exception:  # tokenizers: "Second sequence not long enough to be truncated"
+            from tokenizers import Tokenizer
+
+            both = Tokenizer.from_str(self._tok.to_str())
+            both.enable_truncation(max_length=self.max_length, strategy="longest_first")
+            return both.encode_batch(pairs)
 
     def _siamese_vectors(self, prefs: Sequence[str], passages: Sequence[str]
                          ) -> dict[str, np.ndarray]:
@@ -111,6 +127,7 @@ class LearnedVerifier:
         if missing:
             if len(self._pref_vectors) + len(missing) > PREFERENCE_CACHE:
                 self._pref_vectors.clear()
+                missing = list(dict.fromkeys(prefs))
             # one at a time: int8 scales each batch by its own range, so a preference's vector
             # (and every verdict) would depend on which preferences arrived with it
             self._pref_vectors.update((t, self._run(self._tok.encode_batch([t]))[0])
@@ -142,8 +159,9 @@ class LearnedVerifier:
 
     def _run(self, encs: list[Any]) -> np.ndarray:
         out = []
-        for s in range(0, len(encs), 32):
-            chunk = encs[s:s + 32]
+        step = 1 if self._per_text else 32
+        for s in range(0, len(encs), step):
+            chunk = encs[s:s + step]
             width = max(len(e.ids) for e in chunk)
             arrays = {n: np.zeros((len(chunk), width), dtype=np.int64)
                       for n in ("input_ids", "attention_mask", "token_type_ids")}
@@ -151,8 +169,7 @@ class LearnedVerifier:
                 arrays["input_ids"][row, :len(e.ids)] = e.ids
                 arrays["attention_mask"][row, :len(e.ids)] = e.attention_mask
                 arrays["token_type_ids"][row, :len(e.ids)] = e.type_ids
-            out.append(np.asarray(self._session.run(None, {n: arrays[n] for n in self._inputs})[0],
-                                  dtype=np.float64))
+            out.append(self._runner.run(arrays))
         return np.concatenate(out)
 
     def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
@@ -181,7 +198,7 @@ class LearnedVerifier:
             return {}, [f"template instructions ({type(exc).__name__})"], 0
 
     def close(self) -> None:
-        self._session = None
+        self._runner = None
         if self._instructor is not None and hasattr(self._instructor, "close"):
             self._instructor.close()
 

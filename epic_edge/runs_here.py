@@ -43,6 +43,17 @@ def executorch(config: dict[str, Any]) -> Notes:
     return [], []
 
 
+def learned(config: dict[str, Any]) -> Notes:
+    """The learned decision runs where its model file's runtime runs (.onnx, .pte, .mlpackage)."""
+    from pathlib import Path
+
+    from epic_edge.backends.learned_runtimes import SUFFIX_FORMATS
+    from epic_edge.registry import backend
+
+    runtime = SUFFIX_FORMATS.get(Path(str(config.get("model", ""))).suffix, "onnx")
+    return backend_notes(backend("embedder", runtime), config)
+
+
 def llama_cpp(config: dict[str, Any]) -> Notes:
     if int(config.get("n_gpu_layers", 0)):
         from epic_edge.backends.llama_cpp_runtime import gpu_offload_supported

@@ -162,8 +162,10 @@ def export_mlx(job: ExportJob) -> dict[str, Any]:
 
 
 def export_learned(job: ExportJob) -> dict[str, Any]:
-    """The learned decision model (built at setup) plus the GGUF that writes instructions."""
+    """The learned decision (built at setup) in the profile's format, plus the GGUF when an
+    LLM writes instructions."""
     from epic_edge.export.gguf import gguf_quantisation, install_gguf
+    from epic_edge.export.learned_bundle import export_learned_decision
     from epic_edge.models import model_dir
 
     cfg = job.profile.verifier
@@ -173,10 +175,8 @@ def export_learned(job: ExportJob) -> dict[str, Any]:
         raise ModelNotFoundError(
             f"the learned verifier is not installed at {src}; run `epic-edge setup` "
             f"(it trains it once)")
-    job.step("learned verifier", shutil.copytree, src, job.out_dir / folder, dirs_exist_ok=True)
-    facts: dict[str, Any] = {"backend": "learned", "decision_file": str(cfg["model"]),
-                             "decision_format": "onnx", "file": None, "format": "none",
-                             "quantisation": None}
+    facts: dict[str, Any] = {"backend": "learned", **export_learned_decision(
+        src, job.out_dir, cfg, job.step), "file": None, "format": "none", "quantisation": None}
     if cfg.get("instructions", "llm") == "llm" and cfg.get("llm_backend") in GGUF_VERIFIERS:
         path = job.step("llm gguf", install_gguf, job.out_dir)
         facts.update(file=path.name, format="gguf", quantisation=gguf_quantisation(path))

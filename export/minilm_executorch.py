@@ -73,6 +73,29 @@ def _partitioners(delegate: str, soc: str, example: tuple[Any, ...]) -> list[Any
     return [QnnPartitioner(spec)]  # pragma: no cover
 
 
+def write_program(module: Any, pte: Path, *, delegate: str, max_length: int,
+                  soc: str = DEFAULT_SOC) -> Path:
+    """Lower `module` ((ids, mask, types) of batch 1, sequence 2..max_length) to `pte`."""
+    exir = _import_executorch()
+    import torch
+
+    ids = torch.tensor([[101, 7592, 2088, 102]], dtype=torch.int64)
+    example = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+    seq = torch.export.Dim("sequence", min=2, max=int(max_length))
+    dynamic = {name: {1: seq} for name in INPUT_NAMES}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False)
+        edge = exir.to_edge_transform_and_lower(
+            program, partitioner=_partitioners(delegate, soc, example))
+        buffer = edge.to_executorch().buffer
+    pte.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pte.with_name(pte.name + ".tmp")
+    tmp.write_bytes(buffer)
+    tmp.replace(pte)
+    return pte
+
+
 def export_executorch(out_dir: Path, *, delegate: str = "xnnpack", max_length: int = MAX_LENGTH,
                       soc: str = DEFAULT_SOC, force: bool = False) -> Path:
     """Write out_dir/{model.<delegate>.pte, tokenizer.json, model.json}; return the .pte path.
@@ -88,25 +111,9 @@ def export_executorch(out_dir: Path, *, delegate: str = "xnnpack", max_length: i
         return pte
     if delegate == "qnn":
         qnn_sdk_root()
-    exir = _import_executorch()
-    import torch
-
     weights = find_minilm_weights()
-    module = explicit_mask_encoder(token_types=True)
-    ids = torch.tensor([[101, 7592, 2088, 102]], dtype=torch.int64)
-    example = (ids, torch.ones_like(ids), torch.zeros_like(ids))
-    seq = torch.export.Dim("sequence", min=2, max=int(max_length))
-    dynamic = {name: {1: seq} for name in INPUT_NAMES}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        program = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False)
-        edge = exir.to_edge_transform_and_lower(
-            program, partitioner=_partitioners(delegate, soc, example))
-        buffer = edge.to_executorch().buffer
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = pte.with_name(pte.name + ".tmp")
-    tmp.write_bytes(buffer)
-    tmp.replace(pte)
+    write_program(explicit_mask_encoder(token_types=True), pte, delegate=delegate,
+                  max_length=max_length, soc=soc)
     shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
     meta = {"name": MODEL_NAME, "dim": DIM, "pooling": "mean", "normalize": True,
             "max_length": int(max_length), "precision": "fp32", "format": "executorch",

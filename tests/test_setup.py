@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from epic_edge.cli import setup
@@ -40,5 +41,8 @@ def test_setup_runs_each_backends_step_from_the_table(tmp_path, monkeypatch):
     _stub_installs(monkeypatch, tmp_path)
     monkeypatch.setattr(setup, "gguf", lambda config, models, force=False: {"llm": models})
     monkeypatch.setattr(setup, "minilm_onnx", lambda config, models, force=False: {"emb": models})
-    installed = setup.install_profile(load_profile("jetson-orin-nano"), tmp_path)
-    assert installed == {"emb": tmp_path, "llm": tmp_path}  # onnx + llama-cpp rows' steps
+    jetson = load_profile("jetson-orin-nano")  # onnx embedder + learned decision rows' steps
+    installed = setup.install_profile(jetson, tmp_path)
+    assert installed == {"emb": tmp_path, "learned verifier": tmp_path / jetson.verifier["model"]}
+    llm = replace(jetson, verifier={"backend": "llama-cpp"})  # the llama-cpp row's step
+    assert setup.install_profile(llm, tmp_path) == {"emb": tmp_path, "llm": tmp_path}

@@ -48,7 +48,8 @@ def check_profile(profile: Profile, models: Path | None = None) -> dict[str, Any
         missing.append(str(vmodel))
     state = "no" if blocks else ("fallback" if falls else "yes")
     return {"name": profile.name, "description": profile.description,
-            "platform": profile.platform, "runs_here": state, "why": blocks + falls,
+            "platform": profile.platform, "runs_here": state,
+            "why": list(dict.fromkeys(blocks + falls)),  # embedder and decision may share one
             "missing_files": missing, "models": str(folder)}
 
 
