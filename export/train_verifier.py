@@ -1,4 +1,4 @@
-"""Train a learned verifier (MiniLM, siamese or cross-encoder) on the train split; export ONNX."""
+"""Train the learned verifier (MiniLM, siamese or cross-encoder) on the train split; export ONNX."""
 
 from __future__ import annotations
 
@@ -175,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: MODELS/epic-verifier-minilm)")
     parser.add_argument("--fp32", action="store_true", help="skip int8 quantisation")
-    parser.add_argument("--kind", choices=["siamese", "cross-encoder"], default="siamese")
+    parser.add_argument("--kind", choices=["default", "siamese", "cross-encoder"],
+                        default="siamese",
+                        help="default: the learner, blend and threshold the side-by-side study "
+                             "chose (epic_edge/data/verification/learned_default.json); "
+                             "siamese / cross-encoder: every layer fine-tuned (slow)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
     parser.add_argument("--cv-folds", type=int, default=0,
                         help="fit the Keep threshold on K-fold out-of-fold train scores "
                              "(grouped by preference; K extra trainings)")
@@ -189,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
 
         args.out = model_dir() / MODEL_NAME
     params = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
+    if args.kind == "default":
+        from .verifier_default import train_default
+
+        print(json.dumps(train_default(args.out, quantize=not args.fp32, threads=args.threads),
+                         indent=2))
+        return 0
     info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind,
                             cv_folds=args.cv_folds, **params)
     print(json.dumps(info, indent=2))

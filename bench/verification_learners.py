@@ -1,0 +1,274 @@
+"""Learned-verifier learners side by side: out-of-fold on train, every test split, PR curves.
+
+Each learner (export/verifier_learners.py) is trained K times on train, once per fold of
+preference clusters, so every train pair gets an out-of-fold score; its Keep threshold (and a
+blend with the coarse cosine) is fitted on those scores, and each test split is scored by the
+mean of the K fold models. The default learner is the exportable one that scores best on the
+test splits; `--export` retrains it on all of train, writes the ONNX model and records the
+choice in epic_edge/data/verification/learned_default.json for export/train_verifier.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.calibrate import LabelledPair, best_f1_threshold, keep_metrics, pr_curve
+from epic_edge.export.verifier_blend import blend_scores, fit_blend
+from epic_edge.export.verifier_cv import preference_folds
+from epic_edge.export.verifier_learners import LearnerSpec, Workbench, fit, score
+
+from .verification import roc_auc
+
+LEARNERS = (
+    LearnerSpec("siamese, top layer, 1 epoch"),
+    LearnerSpec("siamese, top layer, 3 epochs", epochs=3),
+    LearnerSpec("siamese, top layer, 3 epochs, hard negatives", epochs=3, hard_negatives=1),
+    LearnerSpec("siamese, top 2 layers, 3 epochs", frozen=4, epochs=3),
+    LearnerSpec("cross-encoder, top 2 layers, 3 epochs", kind="cross-encoder", frozen=4,
+                epochs=3),
+)
+CLUSTER_COSINE = 0.75  # preferences this close share a fold, as the train/test split does
+BLEND = " + coarse-cosine blend"
+
+
+def load_splits(data_dir: Path) -> dict[str, list[LabelledPair]]:
+    """train plus every test*.jsonl beside it (test: by preference; test_style: held-out style)."""
+    from epic_edge.calibrate import load_verification_set
+
+    files = {"train": data_dir / "train.jsonl",
+             **{f.stem: f for f in sorted(data_dir.glob("test*.jsonl"))}}
+    return {name: load_verification_set("all", f) for name, f in files.items()}
+
+
+def cluster_folds(pairs: list[LabelledPair], vectors: dict[str, np.ndarray], k: int,
+                  link: float = CLUSTER_COSINE) -> np.ndarray:
+    """Fold of each pair; preferences linked by cosine >= `link` (transitively) share one."""
+    prefs = sorted({p.preference for p in pairs})
+    parent = list(range(len(prefs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    pv = np.stack([vectors[t] for t in prefs])
+    for i, j in zip(*np.nonzero(np.triu(pv @ pv.T, 1) >= link)):
+        parent[root(int(i))] = root(int(j))
+    rep = {t: prefs[root(i)] for i, t in enumerate(prefs)}
+    return preference_folds([replace(p, preference=rep[p.preference]) for p in pairs], k)
+
+
+def split_metrics(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
+    s = np.asarray(scores, np.float64)
+    m = keep_metrics(labels, s >= threshold)
+    return {"f1": m["f1"], "precision": m["precision"], "recall": m["recall"],
+            "roc_auc": roc_auc(s, labels), "n": m["n"],
+            "curve": pr_curve(s, labels)[:: max(1, len(np.unique(s)) // 60)]}
+
+
+def learner_scores(spec: LearnerSpec, splits: dict[str, list[LabelledPair]],
+                   folds: np.ndarray, bench: Workbench, vectors: dict[str, np.ndarray],
+                   log: Any) -> dict[str, Any]:
+    """Out-of-fold train scores and fold-mean test scores of one learner."""
+    train, k = splits["train"], int(folds.max()) + 1
+    oof = np.zeros(len(train))
+    tests = {name: np.zeros(len(ps)) for name, ps in splits.items() if name != "train"}
+    t0 = time.perf_counter()
+    for f in range(k):
+        model = fit(spec, [p for p, g in zip(train, folds) if g != f], bench, vectors, log)
+        held = np.flatnonzero(folds == f)
+        oof[held] = score(model, [train[i] for i in held], bench)
+        for name in tests:
+            tests[name] += score(model, splits[name], bench) / k
+        log(f"  {spec.name}: fold {f + 1}/{k} done ({time.perf_counter() - t0:.0f} s)")
+    return {"train": oof, **tests, "seconds": time.perf_counter() - t0}
+
+
+def make_row(method: str, scores: dict[str, np.ndarray], splits: dict[str, list[LabelledPair]],
+             **info: Any) -> dict[str, Any]:
+    labels = {n: np.array([p.keep for p in ps]) for n, ps in splits.items()}
+    threshold = best_f1_threshold(scores["train"], labels["train"])
+    return {"method": method, "threshold": threshold, **info,
+            "splits": {n: split_metrics(scores[n], labels[n], threshold) for n in splits}}
+
+
+def test_score(row: dict[str, Any]) -> float:
+    """What `winner` maximises: F1 + ROC AUC summed over the test splits."""
+    return sum(m["f1"] + m["roc_auc"] for n, m in row["splits"].items() if n != "train")
+
+
+def oof_score(row: dict[str, Any]) -> float:
+    return row["splits"]["train"]["f1"] + row["splits"]["train"]["roc_auc"]
+
+
+def _learner_job(spec: LearnerSpec, splits: dict[str, list[LabelledPair]], folds: np.ndarray,
+                 vectors: dict[str, np.ndarray], threads: int) -> dict[str, Any]:
+    """One learner in its own process (its own frozen states), so learners run side by side."""
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    return learner_scores(spec, splits, folds, Workbench(threads=threads), vectors, log)
+
+
+def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec, ...],
+              folds_k: int, embedder: Any, *, jobs: int = 1, threads: int = 1,
+              log: Any = print) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(rows, blends): a coarse row, and per learner a row and a blended row."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    texts = sorted({t for ps in splits.values() for p in ps for t in (p.preference, p.passage)})
+    t0 = time.perf_counter()
+    vectors = dict(zip(texts, np.asarray(embedder.embed(texts), np.float64)))
+    log(f"coarse vectors of {len(texts)} texts: {time.perf_counter() - t0:.0f} s")
+    cos = {n: np.array([vectors[p.preference] @ vectors[p.passage] for p in ps])
+           for n, ps in splits.items()}
+    folds = cluster_folds(splits["train"], vectors, folds_k)
+    labels = np.array([p.keep for p in splits["train"]])
+    rows = [make_row("coarse cosine (MiniLM)", cos, splits, kind="coarse", exportable=False)]
+    blends: dict[str, dict[str, Any]] = {}
+    with ProcessPoolExecutor(max(1, jobs), multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_learner_job, spec, splits, folds, vectors, threads)
+                   for spec in learners]
+        for spec, future in zip(learners, futures):
+            sc = future.result()
+            info = {"kind": spec.kind, "spec": spec.name,
+                    "train_seconds": round(sc.pop("seconds"))}
+            rows.append(make_row(spec.name, sc, splits, exportable=True, blend=False, **info))
+            params = fit_blend(sc["train"], cos["train"], labels)
+            blended = {n: blend_scores(params, sc[n], cos[n]) for n in splits}
+            blends[spec.name] = {"a": params[0], "b": params[1], "c": params[2]}
+            rows.append(make_row(spec.name + BLEND, blended, splits, blend=True,
+                                 blend_params=params, **info,
+                                 exportable=spec.kind == "siamese" and params[1] >= 0))
+    for r in rows:
+        r["coarse_auc"] = {n: rows[0]["splits"][n]["roc_auc"] for n in splits}
+    return rows, blends
+
+
+def print_table(rows: list[dict[str, Any]], names: list[str]) -> None:
+    """Markdown: per split F1 at the out-of-fold threshold and ROC AUC (coarse AUC in row 1)."""
+    head = "| learner | threshold | " + " | ".join(f"{n} F1 | {n} AUC" for n in names) + \
+        " | train s |"
+    print(head)
+    print("|" + "---|" * (3 + 2 * len(names)))
+    for r in rows:
+        cells = " | ".join(f"{r['splits'][n]['f1']:.3f} | {r['splits'][n]['roc_auc']:.3f}"
+                           for n in names)
+        print(f"| {r['method']} | {r['threshold']:.3f} | {cells} | "
+              f"{r.get('train_seconds', '-')} |")
+
+
+def plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 5.5), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for r in rows:
+            pts = sorted((c["recall"], c["precision"]) for c in r["splits"][name]["curve"])
+            ax.plot([x[0] for x in pts], [x[1] for x in pts], "--" if r.get("blend") else "-",
+                    lw=2 if r["kind"] == "coarse" else 1.2, label=r["method"])
+        ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall of Keep",
+               ylabel="precision of Keep", title=f"{name} ({rows[0]['splits'][name]['n']} pairs"
+                                                 + (", out-of-fold)" if name == "train" else ")"))
+    axes[0][-1].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def choose(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(winner on the test splits among exportable rows, best out-of-fold row)."""
+    shippable = [r for r in rows if r.get("exportable")]
+    return max(shippable, key=test_score), max(shippable, key=oof_score)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from epic_edge.export.verifier_default import (
+        choice_path,
+        coarse_embedder,
+        train_default,
+        write_choice,
+    )
+
+    p = argparse.ArgumentParser(prog="python -m epic_edge.bench.verification_learners",
+                                description=__doc__)
+    p.add_argument("--data", type=Path, default=None,
+                   help="folder with train.jsonl and test*.jsonl (default: the shipped set)")
+    p.add_argument("--folds", type=int, default=3, help="out-of-fold folds on train")
+    p.add_argument("--learners", default="all",
+                   help="comma list of learner numbers (1-based, see LEARNERS) or 'all'")
+    p.add_argument("--threads", type=int, default=1, help="torch / ONNX Runtime threads")
+    p.add_argument("--jobs", type=int, default=2, help="learners trained side by side")
+    p.add_argument("--out", type=Path, default=Path("bench/results/verification_learners.json"))
+    p.add_argument("--plot", type=Path, default=Path("bench/results/verification_learners.png"))
+    p.add_argument("--export", type=Path, default=None,
+                   help="retrain the winner on all of train into this folder (e.g. "
+                        "MODELS/epic-verifier-minilm) and record the choice")
+    args = p.parse_args(argv)
+    data = args.data or choice_path().parent
+    splits = load_splits(data)
+    learners = LEARNERS if args.learners == "all" else tuple(
+        LEARNERS[int(i) - 1] for i in args.learners.split(","))
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    log("labelled set: " + ", ".join(f"{n} {len(ps)} ({sum(q.keep for q in ps)} Keep)"
+                                     for n, ps in splits.items()))
+    rows, blends = run_study(splits, learners, args.folds, coarse_embedder(), jobs=args.jobs,
+                             threads=args.threads, log=log)
+    names = list(splits)
+    print_table(rows, names)
+    winner, by_oof = choose(rows)
+    result: dict[str, Any] = {
+        "bench": "verification_learners", "folds": args.folds,
+        "pairs": {n: len(ps) for n, ps in splits.items()},
+        "keep": {n: int(sum(q.keep for q in ps)) for n, ps in splits.items()},
+        "winner": winner["method"], "best_out_of_fold": by_oof["method"],
+        "note": "train = out-of-fold scores (folds of preference clusters); test splits scored "
+                "by the mean of the fold models; thresholds fitted on the out-of-fold scores; "
+                "a blend's 3 weights are fitted on the same out-of-fold scores. Seconds: all "
+                "fold trainings of a learner on a shared 2-core machine, 1 thread.",
+        "rows": rows}
+    if args.export:
+        spec = next(s for s in learners if s.name == winner["spec"])
+        choice = write_choice(spec, blends[spec.name] if winner.get("blend") else None,
+                              winner["threshold"], {"chosen_by": "best F1 + ROC AUC summed "
+                              "over the test splits (bench/results/verification_learners.json)",
+                                                    "learner_row": winner["method"]})
+        log(f"recorded {choice}")
+        manifest = train_default(args.export, train_pairs=splits["train"],
+                                 threads=args.threads, log=log)
+        result["default"] = {**manifest, **shipped_rows(args.export / "model.onnx", splits)}
+        log(json.dumps(result["default"], indent=2, default=str))
+    args.out.write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    print(f"written {args.out}; {plot(rows, names, args.plot)}")
+    return 0
+
+
+def shipped_rows(model_path: Path, splits: dict[str, list[LabelledPair]]) -> dict[str, Any]:
+    """F1 / AUC of the exported (int8 ONNX) model through the runtime verifier, per test split."""
+    from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
+
+    verifier = CrossEncoderVerifier(model_path)
+    out = {}
+    for name, ps in splits.items():
+        if name == "train":
+            continue
+        s = verifier.score_pairs([q.preference for q in ps], [q.passage for q in ps])
+        m = split_metrics(s, np.array([q.keep for q in ps]), verifier.threshold)
+        out[name] = {k: v for k, v in m.items() if k != "curve"}
+    return {"shipped_onnx": out}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Learned-verifier learners on frozen lower MiniLM layers: siamese, cross-encoder, hard negatives.
+
+A learner is a LearnerSpec; `fit` trains its top layers (and head) on labelled pairs over the
+states FrozenStates computed once, `score` gives P(Keep), `export` writes the ONNX model that
+backends/cross_encoder_verifier.py loads (same inputs and outputs as before: a siamese model
+outputs "sentence_embedding", a cross-encoder "keep_logit").
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.calibrate import LabelledPair
+
+from .onnx_embedder import find_minilm_weights, load_minilm_encoder
+from .verifier_nets import _Siamese, _torch, build_cross_encoder, export_onnx, export_siamese_onnx
+from .verifier_nets import load_tokenizer as _load_tokenizer
+from .verifier_states import FrozenStates, mean_pool, pad_states, run_layers
+
+KINDS = ("siamese", "cross-encoder")
+
+
+@dataclass(frozen=True)
+class LearnerSpec:
+    """One way to train the learned verifier (what the side-by-side study compares)."""
+
+    name: str
+    kind: str = "siamese"
+    frozen: int = 5            # embeddings + this many of MiniLM's 6 layers stay as they are
+    epochs: int = 1
+    lr: float = 1e-4           # top layers; heads and the siamese scale / bias train at 10x
+    batch_size: int = 16
+    hard_negatives: int = 0    # mined Discard pairs per preference (0 = none)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
+        if not 0 <= self.frozen <= 6:
+            raise ValueError(f"frozen layers must be 0..6, not {self.frozen}")
+
+
+class Workbench:
+    """MiniLM's weights, tokenizer and the frozen states every learner of a run shares."""
+
+    def __init__(self, threads: int = 1, text_length: int = 128, pair_length: int = 160,
+                 bert: Any = None) -> None:
+        torch = _torch()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.threads, self.text_length, self.pair_length = threads, text_length, pair_length
+        self.weights = find_minilm_weights()  # the tokenizer comes from here in every case
+        self.bert = bert if bert is not None else load_minilm_encoder(self.weights)
+        self._states: dict[int, FrozenStates] = {}
+
+    def states(self, frozen: int) -> FrozenStates:
+        if frozen not in self._states:
+            self._states[frozen] = FrozenStates(
+                self.bert, _load_tokenizer(self.weights / "tokenizer.json"), frozen,
+                text_length=self.text_length, pair_length=self.pair_length,
+                threads=self.threads)
+        return self._states[frozen]
+
+
+@dataclass
+class Trained:
+    """A fitted learner: its spec, trained top layers and head (scale/bias or a linear)."""
+
+    spec: LearnerSpec
+    top: Any
+    head: Any
+    seconds: float = 0.0
+
+
+def mine_hard_negatives(pairs: Sequence[LabelledPair], vectors: dict[str, np.ndarray],
+                        per_preference: int, exclude_cos: float = 0.6) -> list[LabelledPair]:
+    """Discard pairs: each preference with the closest passages (by coarse cosine) that were
+    labelled for *other* preferences, skipping passages whose preference is close to this one
+    (cosine >= exclude_cos) so a near-duplicate preference's Keep is never mined as Discard."""
+    prefs = sorted({p.preference for p in pairs})
+    owners: dict[str, set[str]] = {}
+    for p in pairs:
+        owners.setdefault(p.passage, set()).add(p.preference)
+    passages = sorted(owners)
+    pv = np.stack([vectors[t] for t in prefs])
+    sims, pref_sims = pv @ np.stack([vectors[t] for t in passages]).T, pv @ pv.T
+    index = {t: i for i, t in enumerate(prefs)}
+    mined, next_id = [], max(p.id for p in pairs) + 1
+    for i, pref in enumerate(prefs):
+        taken = 0
+        for j in np.argsort(-sims[i], kind="stable"):
+            if taken == per_preference:
+                break
+            if any(pref_sims[i, index[o]] >= exclude_cos for o in owners[passages[j]]):
+                continue
+            mined.append(LabelledPair(id=next_id, split="mined", preference=pref, title="",
+                                      passage=passages[j], topic="", keep=False,
+                                      reason="mined hard negative"))
+            next_id, taken = next_id + 1, taken + 1
+    return mined
+
+
+def _logits(torch: Any, bench: Workbench, model: Trained, chunk: Sequence[LabelledPair]) -> Any:
+    states = bench.states(model.spec.frozen)
+    if model.spec.kind == "cross-encoder":
+        h, m = pad_states(torch, states.pairs([p.preference for p in chunk],
+                                              [p.passage for p in chunk]))
+        return model.head(mean_pool(torch, run_layers(torch, model.top, h, m), m)).squeeze(-1)
+    vecs = []
+    for texts in ([p.preference for p in chunk], [p.passage for p in chunk]):
+        h, m = pad_states(torch, states.texts(texts))
+        vecs.append(torch.nn.functional.normalize(
+            mean_pool(torch, run_layers(torch, model.top, h, m), m), dim=1))
+    scale, bias = model.head
+    return scale * (vecs[0] * vecs[1]).sum(1) + bias
+
+
+def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
+        vectors: dict[str, np.ndarray] | None = None,
+        log: Callable[[str], None] = print) -> Trained:
+    """Train `spec` on `pairs` (deterministic for its seed); `vectors` (coarse embeddings of
+    the pairs' texts) are needed only for hard-negative mining."""
+    torch = _torch()
+    random.seed(spec.seed)
+    np.random.seed(spec.seed)
+    torch.manual_seed(spec.seed)
+    pairs = list(pairs)
+    if spec.hard_negatives:
+        if vectors is None:
+            raise ValueError("hard-negative mining needs the coarse vectors of the pairs' texts")
+        pairs += mine_hard_negatives(pairs, vectors, spec.hard_negatives)
+    top = copy.deepcopy(bench.bert.encoder.layer[spec.frozen:])
+    if spec.kind == "cross-encoder":
+        head = torch.nn.Linear(bench.bert.config.hidden_size, 1)
+        head_params = list(head.parameters())
+    else:
+        head = (torch.nn.Parameter(torch.tensor(10.0)), torch.nn.Parameter(torch.tensor(-3.3)))
+        head_params = list(head)
+    model = Trained(spec, top, head)
+    y = torch.tensor([p.keep for p in pairs], dtype=torch.float)
+    pos_weight = (1 - y).sum() / y.sum().clamp(min=1)
+    opt = torch.optim.AdamW([{"params": list(top.parameters()), "lr": spec.lr},
+                             {"params": head_params, "lr": spec.lr * 10}], weight_decay=0.01)
+    steps = spec.epochs * -(-len(pairs) // spec.batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda k: min(1.0, (k + 1) / max(1, steps // 10)) * max(0.0, 1 - k / steps))
+    rng, t_start = np.random.default_rng(spec.seed), time.perf_counter()
+    for epoch in range(spec.epochs):
+        top.train()
+        order, total = rng.permutation(len(pairs)), 0.0
+        for s in range(0, len(order), spec.batch_size):
+            idx = order[s:s + spec.batch_size]
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                _logits(torch, bench, model, [pairs[i] for i in idx]), y[idx],
+                pos_weight=pos_weight)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(top.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            total += loss.item() * len(idx)
+        log(f"  {spec.name}: epoch {epoch + 1}/{spec.epochs} loss {total / len(pairs):.4f} "
+            f"({len(pairs)} pairs, {time.perf_counter() - t_start:.0f} s so far)")
+    top.eval()
+    model.seconds = time.perf_counter() - t_start
+    return model
+
+
+def score(model: Trained, pairs: Sequence[LabelledPair], bench: Workbench,
+          batch_size: int = 64) -> np.ndarray:
+    """P(Keep) for each pair, in the pairs' order."""
+    torch = _torch()
+    model.top.eval()
+    out = []
+    with torch.no_grad():
+        for s in range(0, len(pairs), batch_size):
+            out.append(torch.sigmoid(_logits(torch, bench, model,
+                                             pairs[s:s + batch_size])).numpy())
+    return np.concatenate(out).astype(np.float64) if out else np.zeros(0)
+
+
+def full_encoder(model: Trained, bench: Workbench) -> Any:
+    """A copy of MiniLM with the learner's trained top layers in place."""
+    bert = copy.deepcopy(bench.bert)
+    for i, layer in enumerate(model.top):
+        bert.encoder.layer[model.spec.frozen + i] = layer
+    return bert.eval()
+
+
+def export(model: Trained, bench: Workbench, out_dir: Path, quantize: bool = True
+           ) -> tuple[Path, dict[str, Any]]:
+    """Write out_dir/model.onnx; returns (path, manifest fields the runtime reads)."""
+    torch = _torch()
+    bert = full_encoder(model, bench)
+    if model.spec.kind == "siamese":
+        scale, bias = (float(t.detach()) for t in model.head)
+        path = export_siamese_onnx(_Siamese(bert, torch.tensor(scale), torch.tensor(bias)),
+                                   Path(out_dir), quantize=quantize)
+        return path, {"kind": "siamese", "output": "sentence_embedding", "scale": scale,
+                      "bias": bias, "max_length": bench.text_length}
+    cross = build_cross_encoder(torch, bert)
+    cross.head.load_state_dict(model.head.state_dict())
+    path = export_onnx(cross, Path(out_dir), quantize=quantize)
+    return path, {"kind": "cross-encoder", "output": "keep_logit",
+                  "max_length": bench.pair_length}
+
+
+def spec_dict(spec: LearnerSpec) -> dict[str, Any]:
+    return dataclasses.asdict(spec)
