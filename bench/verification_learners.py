@@ -86,9 +86,9 @@ def learner_scores(spec: LearnerSpec, splits: dict[str, list[LabelledPair]],
     for f in range(k):
         model = fit(spec, [p for p, g in zip(train, folds) if g != f], bench, vectors, log)
         held = np.flatnonzero(folds == f)
-        oof[held] = score(model, [train[i] for i in held], bench)
+        oof[held] = score(model, [train[i] for i in held], bench, vectors)
         for name in tests:
-            tests[name] += score(model, splits[name], bench) / k
+            tests[name] += score(model, splits[name], bench, vectors) / k
         log(f"  {spec.name}: fold {f + 1}/{k} done ({time.perf_counter() - t0:.0f} s)")
     return {"train": oof, **tests, "seconds": time.perf_counter() - t0}
 
@@ -147,7 +147,7 @@ def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec
             blends[spec.name] = {"a": params[0], "b": params[1], "c": params[2]}
             rows.append(make_row(spec.name + BLEND, blended, splits, blend=True,
                                  blend_params=params, **info,
-                                 exportable=spec.kind == "siamese" and params[1] >= 0))
+                                 exportable=spec.kind != "cross-encoder" and params[1] >= 0))
     for r in rows:
         r["coarse_auc"] = {n: rows[0]["splits"][n]["roc_auc"] for n in splits}
     return rows, blends
@@ -161,7 +161,7 @@ def print_table(rows: list[dict[str, Any]], names: list[str]) -> None:
     print("|" + "---|" * (3 + 2 * len(names)))
     for r in rows:
         cells = " | ".join(f"{r['splits'][n]['f1']:.3f} | {r['splits'][n]['roc_auc']:.3f}"
-                           for n in names)
+                           if n in r["splits"] else "- | -" for n in names)
         print(f"| {r['method']} | {r['threshold']:.3f} | {cells} | "
               f"{r.get('train_seconds', '-')} |")
 
@@ -174,10 +174,10 @@ def plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> Path:
 
     fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 5.5), squeeze=False)
     for ax, name in zip(axes[0], names):
-        for r in rows:
+        for r in (r for r in rows if name in r["splits"]):
             pts = sorted((c["recall"], c["precision"]) for c in r["splits"][name]["curve"])
             ax.plot([x[0] for x in pts], [x[1] for x in pts], "--" if r.get("blend") else "-",
-                    lw=2 if r["kind"] == "coarse" else 1.2, label=r["method"])
+                    lw=2 if r.get("kind") == "coarse" else 1.2, label=r["method"])
         ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall of Keep",
                ylabel="precision of Keep", title=f"{name} ({rows[0]['splits'][name]['n']} pairs"
                                                  + (", out-of-fold)" if name == "train" else ")"))
@@ -213,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="learners trained side by side")
     p.add_argument("--out", type=Path, default=Path("bench/results/verification_learners.json"))
     p.add_argument("--plot", type=Path, default=Path("bench/results/verification_learners.png"))
+    p.add_argument("--reference", type=Path, action="append", default=None,
+                   help="an exported verifier ONNX to score on the test splits as it is "
+                        "(e.g. the model shipped before), repeatable")
     p.add_argument("--export", type=Path, default=None,
                    help="retrain the winner on all of train into this folder (e.g. "
                         "MODELS/epic-verifier-minilm) and record the choice")
@@ -226,8 +229,11 @@ def main(argv: list[str] | None = None) -> int:
                                      for n, ps in splits.items()))
     rows, blends = run_study(splits, learners, args.folds, coarse_embedder(), jobs=args.jobs,
                              threads=args.threads, log=log)
+    for ref in args.reference or []:
+        meta = json.loads((ref.parent / "model.json").read_text(encoding="utf-8"))
+        rows.append(onnx_row(ref, splits, f"reference: {ref.parent.name} ({meta.get('kind')}, "
+                                          f"{meta.get('train_pairs')} train pairs)"))
     names = list(splits)
-    print_table(rows, names)
     winner, by_oof = choose(rows)
     result: dict[str, Any] = {
         "bench": "verification_learners", "folds": args.folds,
@@ -248,26 +254,29 @@ def main(argv: list[str] | None = None) -> int:
         log(f"recorded {choice}")
         manifest = train_default(args.export, train_pairs=splits["train"],
                                  threads=args.threads, log=log)
-        result["default"] = {**manifest, **shipped_rows(args.export / "model.onnx", splits)}
+        result["default"] = manifest
+        rows.append(onnx_row(args.export / "model.onnx", splits, "default as shipped (int8 "
+                             f"ONNX, all of train): {winner['method']}"))
         log(json.dumps(result["default"], indent=2, default=str))
+    print_table(rows, names)
     args.out.write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
     print(f"written {args.out}; {plot(rows, names, args.plot)}")
     return 0
 
 
-def shipped_rows(model_path: Path, splits: dict[str, list[LabelledPair]]) -> dict[str, Any]:
-    """F1 / AUC of the exported (int8 ONNX) model through the runtime verifier, per test split."""
+def onnx_row(model_path: Path, splits: dict[str, list[LabelledPair]], method: str
+             ) -> dict[str, Any]:
+    """An exported model through the runtime verifier, on the test splits, at its threshold."""
     from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
 
     verifier = CrossEncoderVerifier(model_path)
     out = {}
     for name, ps in splits.items():
-        if name == "train":
-            continue
-        s = verifier.score_pairs([q.preference for q in ps], [q.passage for q in ps])
-        m = split_metrics(s, np.array([q.keep for q in ps]), verifier.threshold)
-        out[name] = {k: v for k, v in m.items() if k != "curve"}
-    return {"shipped_onnx": out}
+        if name != "train":
+            s = verifier.score_pairs([q.preference for q in ps], [q.passage for q in ps])
+            out[name] = split_metrics(s, np.array([q.keep for q in ps]), verifier.threshold)
+    return {"method": method, "threshold": verifier.threshold, "kind": verifier.kind,
+            "exportable": False, "splits": out}
 
 
 if __name__ == "__main__":

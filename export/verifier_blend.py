@@ -57,13 +57,11 @@ def siamese_blend_head(params: tuple[float, float, float], scale: float, bias: f
     return {"scale": fine + b, "bias": a * bias + c, "fine_weight": fine / (fine + b)}
 
 
-def export_siamese_blend_onnx(fine_bert: Any, base_bert: Any, fine_weight: float,
-                              out_dir: Path, *, quantize: bool = True, opset: int = 17) -> Path:
-    """ONNX: token ids -> [sqrt(w) fine vector, sqrt(1 - w) base vector], "sentence_embedding"."""
-    from .onnx_embedder import _pooled_encoder
-
+def export_siamese_blend_onnx(fine: Any, base: Any, fine_weight: float, out_dir: Path, *,
+                              quantize: bool = True, opset: int = 17) -> Path:
+    """ONNX: token ids -> [sqrt(w) fine vector, sqrt(1 - w) base vector], "sentence_embedding"
+    (`fine` and `base`: modules from token ids to unit vectors)."""
     torch = _torch()
-    fine, base = _pooled_encoder(torch, fine_bert), _pooled_encoder(torch, base_bert)
     weights = (math.sqrt(fine_weight), math.sqrt(1.0 - fine_weight))
 
     class Blend(torch.nn.Module):

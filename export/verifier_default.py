@@ -19,7 +19,15 @@ from epic_edge.calibrate import LabelledPair, load_verification_set
 from epic_edge.errors import EpicEdgeError
 
 from .verifier_blend import export_siamese_blend_onnx, siamese_blend_head
-from .verifier_learners import LearnerSpec, Workbench, export, fit, full_encoder, spec_dict
+from .verifier_learners import (
+    LearnerSpec,
+    Workbench,
+    export,
+    fit,
+    pooled_model,
+    spec_dict,
+    text_length,
+)
 
 MODEL_NAME = "epic-verifier-minilm"
 
@@ -67,7 +75,7 @@ def train_default(out_dir: Path, choice: dict[str, Any] | None = None, *,
     t0 = time.perf_counter()
     bench = bench or Workbench(threads=threads)
     vectors = None
-    if spec.hard_negatives:
+    if spec.hard_negatives or spec.kind == "adapter":
         texts = sorted({t for p in train_pairs for t in (p.preference, p.passage)})
         vectors = dict(zip(texts, coarse_embedder().embed(texts).astype("float64")))
     model = fit(spec, train_pairs, bench, vectors, log)
@@ -76,12 +84,16 @@ def train_default(out_dir: Path, choice: dict[str, Any] | None = None, *,
     if blend:
         scale, bias = (float(t.detach()) for t in model.head)
         head = siamese_blend_head((blend["a"], blend["b"], blend["c"]), scale, bias)
-        if spec.kind != "siamese" or head is None:
+        if spec.kind == "cross-encoder" or head is None:
             raise EpicEdgeError("the recorded blend cannot ship as one siamese model")
-        path = export_siamese_blend_onnx(full_encoder(model, bench), bench.bert,
-                                         head["fine_weight"], out_dir, quantize=quantize)
+        from .onnx_embedder import _pooled_encoder
+        from .verifier_nets import _torch
+
+        base = _pooled_encoder(_torch(), bench.bert)
+        path = export_siamese_blend_onnx(pooled_model(model, bench), base, head["fine_weight"],
+                                         out_dir, quantize=quantize)
         fields = {"kind": "siamese", "output": "sentence_embedding",
-                  "max_length": bench.text_length, **head,
+                  "max_length": text_length(model, bench), **head,
                   "blend": "fine-tuned cosine and coarse (base MiniLM) cosine, one dot product"}
     else:
         path, fields = export(model, bench, out_dir, quantize=quantize)

@@ -22,12 +22,14 @@ import numpy as np
 
 from epic_edge.calibrate import LabelledPair
 
-from .onnx_embedder import find_minilm_weights, load_minilm_encoder
-from .verifier_nets import _Siamese, _torch, build_cross_encoder, export_onnx, export_siamese_onnx
+from .onnx_embedder import _pooled_encoder, find_minilm_weights, load_minilm_encoder
+from .verifier_adapter import adapted_encoder, adapter_logits, fit_adapter
+from .verifier_nets import _torch, build_cross_encoder, export_embedding_onnx, export_onnx
 from .verifier_nets import load_tokenizer as _load_tokenizer
 from .verifier_states import FrozenStates, mean_pool, pad_states, run_layers
 
-KINDS = ("siamese", "cross-encoder")
+KINDS = ("siamese", "cross-encoder", "adapter")
+ADAPTER_LENGTH = 256  # the embedder's max_length: the adapter learns on its vectors
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class LearnerSpec:
     batch_size: int = 16
     hard_negatives: int = 0    # mined Discard pairs per preference (0 = none)
     seed: int = 0
+    hidden: int = 256          # adapter only: its hidden width (no MiniLM layer trains)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -136,10 +139,15 @@ def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
     np.random.seed(spec.seed)
     torch.manual_seed(spec.seed)
     pairs = list(pairs)
+    if (spec.hard_negatives or spec.kind == "adapter") and vectors is None:
+        raise ValueError(f"{spec.name} needs the coarse vectors of the pairs' texts")
     if spec.hard_negatives:
-        if vectors is None:
-            raise ValueError("hard-negative mining needs the coarse vectors of the pairs' texts")
         pairs += mine_hard_negatives(pairs, vectors, spec.hard_negatives)
+    if spec.kind == "adapter":
+        t0 = time.perf_counter()
+        adapter, head = fit_adapter(pairs, vectors, hidden=spec.hidden, epochs=spec.epochs,
+                                    lr=spec.lr, batch_size=spec.batch_size, seed=spec.seed)
+        return Trained(spec, adapter, head, time.perf_counter() - t0)
     top = copy.deepcopy(bench.bert.encoder.layer[spec.frozen:])
     if spec.kind == "cross-encoder":
         head = torch.nn.Linear(bench.bert.config.hidden_size, 1)
@@ -178,9 +186,14 @@ def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
 
 
 def score(model: Trained, pairs: Sequence[LabelledPair], bench: Workbench,
-          batch_size: int = 64) -> np.ndarray:
-    """P(Keep) for each pair, in the pairs' order."""
+          vectors: dict[str, np.ndarray] | None = None, batch_size: int = 64) -> np.ndarray:
+    """P(Keep) for each pair, in the pairs' order (an adapter reads the pairs' `vectors`)."""
     torch = _torch()
+    if model.spec.kind == "adapter":
+        if vectors is None:
+            raise ValueError("an adapter scores the coarse vectors of the pairs' texts")
+        return torch.sigmoid(adapter_logits(model.top, model.head, vectors, pairs)
+                             ).numpy().astype(np.float64)
     model.top.eval()
     out = []
     with torch.no_grad():
@@ -188,6 +201,14 @@ def score(model: Trained, pairs: Sequence[LabelledPair], bench: Workbench,
             out.append(torch.sigmoid(_logits(torch, bench, model,
                                              pairs[s:s + batch_size])).numpy())
     return np.concatenate(out).astype(np.float64) if out else np.zeros(0)
+
+
+def pooled_model(model: Trained, bench: Workbench) -> Any:
+    """A siamese or adapter learner as one module: token ids -> its unit vectors."""
+    torch = _torch()
+    if model.spec.kind == "adapter":
+        return adapted_encoder(torch, _pooled_encoder(torch, bench.bert), model.top)
+    return _pooled_encoder(torch, full_encoder(model, bench))
 
 
 def full_encoder(model: Trained, bench: Workbench) -> Any:
@@ -202,18 +223,22 @@ def export(model: Trained, bench: Workbench, out_dir: Path, quantize: bool = Tru
            ) -> tuple[Path, dict[str, Any]]:
     """Write out_dir/model.onnx; returns (path, manifest fields the runtime reads)."""
     torch = _torch()
-    bert = full_encoder(model, bench)
-    if model.spec.kind == "siamese":
+    if model.spec.kind != "cross-encoder":
         scale, bias = (float(t.detach()) for t in model.head)
-        path = export_siamese_onnx(_Siamese(bert, torch.tensor(scale), torch.tensor(bias)),
-                                   Path(out_dir), quantize=quantize)
+        path = export_embedding_onnx(pooled_model(model, bench), Path(out_dir),
+                                     quantize=quantize)
         return path, {"kind": "siamese", "output": "sentence_embedding", "scale": scale,
-                      "bias": bias, "max_length": bench.text_length}
-    cross = build_cross_encoder(torch, bert)
+                      "bias": bias, "max_length": text_length(model, bench)}
+    cross = build_cross_encoder(torch, full_encoder(model, bench))
     cross.head.load_state_dict(model.head.state_dict())
     path = export_onnx(cross, Path(out_dir), quantize=quantize)
     return path, {"kind": "cross-encoder", "output": "keep_logit",
                   "max_length": bench.pair_length}
+
+
+def text_length(model: Trained, bench: Workbench) -> int:
+    """Tokens the runtime should keep per text for this learner's vectors."""
+    return ADAPTER_LENGTH if model.spec.kind == "adapter" else bench.text_length
 
 
 def spec_dict(spec: LearnerSpec) -> dict[str, Any]:

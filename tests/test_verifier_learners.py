@@ -80,31 +80,45 @@ def tiny_bench():
                      bert=transformers.BertModel(config).eval())
 
 
+def tiny_vectors(bench, pairs, length: int) -> dict[str, np.ndarray]:
+    """The tiny BERT's pooled unit vectors of the pairs' texts (what a coarse embedder gives)."""
+    import torch
+
+    from epic_edge.export.onnx_embedder import _pooled_encoder
+
+    base = _pooled_encoder(torch, bench.bert)
+    tok = bench.states(0)._tok
+    tok.enable_truncation(max_length=length)
+    out = {}
+    with torch.no_grad():
+        for text in {t for p in pairs for t in (p.preference, p.passage)}:
+            ids = torch.tensor([tok.encode(text).ids])
+            out[text] = base(ids, torch.ones_like(ids), torch.zeros_like(ids))[0].numpy()
+    return out
+
+
 @needs_export
-@pytest.mark.parametrize("kind,frozen", [("siamese", 2), ("cross-encoder", 1)])
+@pytest.mark.parametrize("kind,frozen", [("siamese", 2), ("cross-encoder", 1), ("adapter", 3)])
 def test_exported_learner_scores_as_it_was_measured(tiny_bench, tmp_path, kind, frozen) -> None:
     """The runtime's P(Keep) from the exported ONNX equals the study's (cached-states) score."""
     from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
-    from epic_edge.export.verifier_learners import export, fit, score
+    from epic_edge.export.verifier_learners import ADAPTER_LENGTH, export, fit, score
 
-    pairs = load_verification_set("train")[:40]
-    model = fit(LearnerSpec("t", kind=kind, frozen=frozen, epochs=1), pairs, tiny_bench,
-                log=lambda _: None)
+    pairs, test = load_verification_set("train")[:40], load_verification_set("test")[:12]
+    vectors = tiny_vectors(tiny_bench, pairs + test, ADAPTER_LENGTH)
+    model = fit(LearnerSpec("t", kind=kind, frozen=frozen, epochs=2, hidden=16), pairs,
+                tiny_bench, vectors, log=lambda _: None)
     path, fields = export(model, tiny_bench, tmp_path, quantize=False)
     (tmp_path / "tokenizer.json").write_bytes((tiny_bench.weights / "tokenizer.json").read_bytes())
     (tmp_path / "model.json").write_text(json.dumps({**fields, "threshold": 0.5}))
-    test = load_verification_set("test")[:12]
     verifier = CrossEncoderVerifier(path)
     got = verifier.score_pairs([p.preference for p in test], [p.passage for p in test])
-    np.testing.assert_allclose(got, score(model, test, tiny_bench), atol=2e-4)
+    np.testing.assert_allclose(got, score(model, test, tiny_bench, vectors), atol=2e-4)
 
 
 @needs_export
 def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path) -> None:
-    import torch
-
     from epic_edge.backends.cross_encoder_verifier import CrossEncoderVerifier
-    from epic_edge.export.onnx_embedder import _pooled_encoder
     from epic_edge.export.verifier_default import train_default
     from epic_edge.export.verifier_learners import fit, score, spec_dict
 
@@ -116,16 +130,8 @@ def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path)
                              bench=tiny_bench, log=lambda _: None)
     assert manifest["threshold"] == 0.4 and 0 < manifest["fine_weight"] < 1
     model = fit(spec, pairs, tiny_bench, log=lambda _: None)  # deterministic: the same model
-    base = _pooled_encoder(torch, tiny_bench.bert)
-    tok = tiny_bench.states(2)._tok
-    tok.enable_truncation(max_length=48)
-
-    def vec(text: str) -> np.ndarray:
-        ids = torch.tensor([tok.encode(text).ids])
-        with torch.no_grad():
-            return base(ids, torch.ones_like(ids), torch.zeros_like(ids))[0].numpy()
-
-    cos = np.array([vec(p.preference) @ vec(p.passage) for p in test])
+    vec = tiny_vectors(tiny_bench, test, 48)
+    cos = np.array([vec[p.preference] @ vec[p.passage] for p in test])
     expected = blend_scores((0.8, 2.0, -1.0), score(model, test, tiny_bench), cos)
     verifier = CrossEncoderVerifier(manifest["path"])
     got = verifier.score_pairs([p.preference for p in test], [p.passage for p in test])
