@@ -2,10 +2,11 @@
 
 Each learner (export/verifier_learners.py) is trained K times on train, once per fold of
 preference clusters, so every train pair gets an out-of-fold score; its Keep threshold (and a
-blend with the coarse cosine) is fitted on those scores, and each test split is scored by the
-mean of the K fold models. The default learner is the exportable one that scores best on the
-test splits; `--export` retrains it on all of train, writes the ONNX model and records the
-choice in epic_edge/data/verification/learned_default.json for export/train_verifier.py.
+blend with the coarse cosine) is fitted on those scores. The test splits are scored by the
+learner trained once more on all of train (what would ship); trainings run side by side.
+The default learner is the exportable one that scores best on the test splits;
+`--export` writes that all-of-train model as ONNX and records the choice (learner, blend,
+threshold) in epic_edge/data/verification/learned_default.json for export/train_verifier.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ import numpy as np
 from epic_edge.calibrate import LabelledPair, best_f1_threshold, keep_metrics, pr_curve
 from epic_edge.export.verifier_blend import blend_scores, fit_blend
 from epic_edge.export.verifier_cv import preference_folds
-from epic_edge.export.verifier_learners import LearnerSpec, Workbench, fit, score
+from epic_edge.export.verifier_learners import (
+    LearnerSpec,
+    Workbench,
+    fit,
+    from_state,
+    score,
+    to_state,
+)
 
 from .verification import roc_auc
 
@@ -34,6 +42,8 @@ LEARNERS = (
     LearnerSpec("siamese, top 2 layers, 3 epochs", frozen=4, epochs=3),
     LearnerSpec("cross-encoder, top 2 layers, 3 epochs", kind="cross-encoder", frozen=4,
                 epochs=3),
+    LearnerSpec("adapter on coarse vectors, 20 epochs, hard negatives", kind="adapter",
+                epochs=20, lr=1e-3, batch_size=32, hard_negatives=3),
 )
 CLUSTER_COSINE = 0.75  # preferences this close share a fold, as the train/test split does
 BLEND = " + coarse-cosine blend"
@@ -75,22 +85,24 @@ def split_metrics(scores: np.ndarray, labels: np.ndarray, threshold: float) -> d
             "curve": pr_curve(s, labels)[:: max(1, len(np.unique(s)) // 60)]}
 
 
-def learner_scores(spec: LearnerSpec, splits: dict[str, list[LabelledPair]],
-                   folds: np.ndarray, bench: Workbench, vectors: dict[str, np.ndarray],
-                   log: Any) -> dict[str, Any]:
-    """Out-of-fold train scores and fold-mean test scores of one learner."""
-    train, k = splits["train"], int(folds.max()) + 1
-    oof = np.zeros(len(train))
-    tests = {name: np.zeros(len(ps)) for name, ps in splits.items() if name != "train"}
-    t0 = time.perf_counter()
-    for f in range(k):
-        model = fit(spec, [p for p, g in zip(train, folds) if g != f], bench, vectors, log)
-        held = np.flatnonzero(folds == f)
-        oof[held] = score(model, [train[i] for i in held], bench, vectors)
-        for name in tests:
-            tests[name] += score(model, splits[name], bench, vectors) / k
-        log(f"  {spec.name}: fold {f + 1}/{k} done ({time.perf_counter() - t0:.0f} s)")
-    return {"train": oof, **tests, "seconds": time.perf_counter() - t0}
+def fit_job(spec: LearnerSpec, splits: dict[str, list[LabelledPair]], folds: np.ndarray,
+            fold: int, vectors: dict[str, np.ndarray], threads: int) -> dict[str, Any]:
+    """One training in its own process (its own frozen states), so trainings run side by side.
+
+    fold >= 0: train on the other folds, score this fold (out-of-fold scores); fold -1: train
+    on all of train, score the test splits and return the model (what would ship)."""
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    bench, train = Workbench(threads=threads), splits["train"]
+    if fold >= 0:
+        model = fit(spec, [p for p, g in zip(train, folds) if g != fold], bench, vectors, log)
+        held = np.flatnonzero(folds == fold)
+        log(f"  {spec.name}: fold {fold + 1} trained ({model.seconds:.0f} s)")
+        return {"held": held, "scores": score(model, [train[i] for i in held], bench, vectors),
+                "seconds": model.seconds}
+    model = fit(spec, train, bench, vectors, log)
+    log(f"  {spec.name}: trained on all of train ({model.seconds:.0f} s)")
+    return {"model": to_state(model), "seconds": model.seconds,
+            **{n: score(model, ps, bench, vectors) for n, ps in splits.items() if n != "train"}}
 
 
 def make_row(method: str, scores: dict[str, np.ndarray], splits: dict[str, list[LabelledPair]],
@@ -110,17 +122,12 @@ def oof_score(row: dict[str, Any]) -> float:
     return row["splits"]["train"]["f1"] + row["splits"]["train"]["roc_auc"]
 
 
-def _learner_job(spec: LearnerSpec, splits: dict[str, list[LabelledPair]], folds: np.ndarray,
-                 vectors: dict[str, np.ndarray], threads: int) -> dict[str, Any]:
-    """One learner in its own process (its own frozen states), so learners run side by side."""
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    return learner_scores(spec, splits, folds, Workbench(threads=threads), vectors, log)
-
-
 def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec, ...],
               folds_k: int, embedder: Any, *, jobs: int = 1, threads: int = 1,
-              log: Any = print) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """(rows, blends): a coarse row, and per learner a row and a blended row."""
+              log: Any = print) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """(rows, blends, models): a coarse row, and per learner a row and a blended row (train:
+    out-of-fold scores; test splits: the model trained on all of train); the blend weights
+    and the all-of-train model of each learner."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -134,13 +141,22 @@ def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec
     labels = np.array([p.keep for p in splits["train"]])
     rows = [make_row("coarse cosine (MiniLM)", cos, splits, kind="coarse", exportable=False)]
     blends: dict[str, dict[str, Any]] = {}
+    models: dict[str, Any] = {}
     with ProcessPoolExecutor(max(1, jobs), multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_learner_job, spec, splits, folds, vectors, threads)
-                   for spec in learners]
-        for spec, future in zip(learners, futures):
-            sc = future.result()
-            info = {"kind": spec.kind, "spec": spec.name,
-                    "train_seconds": round(sc.pop("seconds"))}
+        futures = {(spec.name, f): pool.submit(fit_job, spec, splits, folds, f, vectors, threads)
+                   for spec in learners for f in [-1, *range(folds_k)]}
+        for spec in learners:
+            sc = {"train": np.zeros(len(labels))}
+            oof_seconds = 0.0
+            for f in range(folds_k):
+                done = futures[(spec.name, f)].result()
+                sc["train"][done["held"]] = done["scores"]
+                oof_seconds += done["seconds"]
+            final = futures[(spec.name, -1)].result()
+            models[spec.name] = final.pop("model")
+            info = {"kind": spec.kind, "spec": spec.name, "train_seconds": round(final["seconds"]),
+                    "out_of_fold_seconds": round(oof_seconds)}
+            sc.update((n, final[n]) for n in splits if n != "train")
             rows.append(make_row(spec.name, sc, splits, exportable=True, blend=False, **info))
             params = fit_blend(sc["train"], cos["train"], labels)
             blended = {n: blend_scores(params, sc[n], cos[n]) for n in splits}
@@ -150,7 +166,7 @@ def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec
                                  exportable=spec.kind != "cross-encoder" and params[1] >= 0))
     for r in rows:
         r["coarse_auc"] = {n: rows[0]["splits"][n]["roc_auc"] for n in splits}
-    return rows, blends
+    return rows, blends, models
 
 
 def print_table(rows: list[dict[str, Any]], names: list[str]) -> None:
@@ -227,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     log("labelled set: " + ", ".join(f"{n} {len(ps)} ({sum(q.keep for q in ps)} Keep)"
                                      for n, ps in splits.items()))
-    rows, blends = run_study(splits, learners, args.folds, coarse_embedder(), jobs=args.jobs,
-                             threads=args.threads, log=log)
+    rows, blends, models = run_study(splits, learners, args.folds, coarse_embedder(),
+                                     jobs=args.jobs, threads=args.threads, log=log)
     for ref in args.reference or []:
         meta = json.loads((ref.parent / "model.json").read_text(encoding="utf-8"))
         rows.append(onnx_row(ref, splits, f"reference: {ref.parent.name} ({meta.get('kind')}, "
@@ -240,20 +256,23 @@ def main(argv: list[str] | None = None) -> int:
         "pairs": {n: len(ps) for n, ps in splits.items()},
         "keep": {n: int(sum(q.keep for q in ps)) for n, ps in splits.items()},
         "winner": winner["method"], "best_out_of_fold": by_oof["method"],
-        "note": "train = out-of-fold scores (folds of preference clusters); test splits scored "
-                "by the mean of the fold models; thresholds fitted on the out-of-fold scores; "
-                "a blend's 3 weights are fitted on the same out-of-fold scores. Seconds: all "
-                "fold trainings of a learner on a shared 2-core machine, 1 thread.",
+        "note": "train = out-of-fold scores (folds of preference clusters); test splits "
+                "scored by the learner trained on all of train; thresholds fitted on the "
+                "out-of-fold scores; "
+                "a blend's 3 weights are fitted on the same out-of-fold scores. Seconds: the "
+                "all-of-train training (train_seconds) and the fold trainings together, each in "
+                "its own process with 1 thread, side by side on a shared 2-core machine.",
         "rows": rows}
     if args.export:
         spec = next(s for s in learners if s.name == winner["spec"])
+        bench = Workbench(threads=args.threads)
         choice = write_choice(spec, blends[spec.name] if winner.get("blend") else None,
                               winner["threshold"], {"chosen_by": "best F1 + ROC AUC summed "
                               "over the test splits (bench/results/verification_learners.json)",
                                                     "learner_row": winner["method"]})
         log(f"recorded {choice}")
-        manifest = train_default(args.export, train_pairs=splits["train"],
-                                 threads=args.threads, log=log)
+        manifest = train_default(args.export, train_pairs=splits["train"], bench=bench,
+                                 model=from_state(models[spec.name], bench), log=log)
         result["default"] = manifest
         rows.append(onnx_row(args.export / "model.onnx", splits, "default as shipped (int8 "
                              f"ONNX, all of train): {winner['method']}"))

@@ -66,19 +66,20 @@ def write_choice(spec: LearnerSpec, blend: dict[str, float] | None, threshold: f
 
 def train_default(out_dir: Path, choice: dict[str, Any] | None = None, *,
                   train_pairs: list[LabelledPair] | None = None, quantize: bool = True,
-                  threads: int = 0, bench: Workbench | None = None,
+                  threads: int = 0, bench: Workbench | None = None, model: Any = None,
                   log: Any = print) -> dict[str, Any]:
-    """Train the chosen learner on all of train and export it; returns the manifest."""
+    """Train the chosen learner on all of train (unless `model` is that training, done
+    already) and export it; returns the manifest."""
     choice = choice or load_choice()
     spec = LearnerSpec(**choice["learner"])
     train_pairs = train_pairs or load_verification_set("train")
     t0 = time.perf_counter()
     bench = bench or Workbench(threads=threads)
     vectors = None
-    if spec.hard_negatives or spec.kind == "adapter":
+    if model is None and (spec.hard_negatives or spec.kind == "adapter"):
         texts = sorted({t for p in train_pairs for t in (p.preference, p.passage)})
         vectors = dict(zip(texts, coarse_embedder().embed(texts).astype("float64")))
-    model = fit(spec, train_pairs, bench, vectors, log)
+    model = model or fit(spec, train_pairs, bench, vectors, log)
     out_dir = Path(out_dir)
     blend = choice.get("blend")
     if blend:

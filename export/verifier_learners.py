@@ -23,7 +23,7 @@ import numpy as np
 from epic_edge.calibrate import LabelledPair
 
 from .onnx_embedder import _pooled_encoder, find_minilm_weights, load_minilm_encoder
-from .verifier_adapter import adapted_encoder, adapter_logits, fit_adapter
+from .verifier_adapter import adapted_encoder, adapter_logits, build_adapter, fit_adapter
 from .verifier_nets import _torch, build_cross_encoder, export_embedding_onnx, export_onnx
 from .verifier_nets import load_tokenizer as _load_tokenizer
 from .verifier_states import FrozenStates, mean_pool, pad_states, run_layers
@@ -209,6 +209,28 @@ def pooled_model(model: Trained, bench: Workbench) -> Any:
     if model.spec.kind == "adapter":
         return adapted_encoder(torch, _pooled_encoder(torch, bench.bert), model.top)
     return _pooled_encoder(torch, full_encoder(model, bench))
+
+
+def to_state(model: Trained) -> dict[str, Any]:
+    """A picklable copy of a trained learner (for training in another process)."""
+    head = model.head.state_dict() if hasattr(model.head, "state_dict") else tuple(model.head)
+    return {"spec": model.spec, "top": model.top.state_dict(), "head": head,
+            "seconds": model.seconds}
+
+
+def from_state(state: dict[str, Any], bench: Workbench) -> Trained:
+    """The learner `to_state` copied, rebuilt over `bench`'s MiniLM."""
+    torch, spec = _torch(), state["spec"]
+    if spec.kind == "adapter":
+        top = build_adapter(torch, bench.bert.config.hidden_size, spec.hidden)
+    else:
+        top = copy.deepcopy(bench.bert.encoder.layer[spec.frozen:])
+    top.load_state_dict(state["top"])
+    head = state["head"]
+    if spec.kind == "cross-encoder":
+        head = torch.nn.Linear(bench.bert.config.hidden_size, 1)
+        head.load_state_dict(state["head"])
+    return Trained(spec, top.eval(), head, state["seconds"])
 
 
 def full_encoder(model: Trained, bench: Workbench) -> Any:
