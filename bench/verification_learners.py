@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -86,13 +87,16 @@ def split_metrics(scores: np.ndarray, labels: np.ndarray, threshold: float) -> d
 
 
 def fit_job(spec: LearnerSpec, splits: dict[str, list[LabelledPair]], folds: np.ndarray,
-            fold: int, vectors: dict[str, np.ndarray], threads: int) -> dict[str, Any]:
+            fold: int, vectors: dict[str, np.ndarray], threads: int,
+            states_file: Path | None = None) -> dict[str, Any]:
     """One training in its own process (its own frozen states), so trainings run side by side.
 
     fold >= 0: train on the other folds, score this fold (out-of-fold scores); fold -1: train
     on all of train, score the test splits and return the model (what would ship)."""
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     bench, train = Workbench(threads=threads), splits["train"]
+    if states_file is not None:
+        bench.states(spec.frozen).load(states_file)
     if fold >= 0:
         model = fit(spec, [p for p, g in zip(train, folds) if g != fold], bench, vectors, log)
         held = np.flatnonzero(folds == fold)
@@ -122,6 +126,30 @@ def oof_score(row: dict[str, Any]) -> float:
     return row["splits"]["train"]["f1"] + row["splits"]["train"]["roc_auc"]
 
 
+def shared_states(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec, ...],
+                  threads: int, folder: Path, log: Any) -> dict[int, Path]:
+    """Frozen-layer states of every text / pair the learners need, computed once per cut and
+    saved for the training processes: {frozen layers: file}."""
+    cuts = {s.frozen for s in learners if s.kind != "adapter"}
+    if not cuts:
+        return {}
+    bench, files = Workbench(threads=threads), {}
+    pairs = [p for ps in splits.values() for p in ps]
+    texts = sorted({t for p in pairs for t in (p.preference, p.passage)})
+    for frozen in sorted(cuts):
+        t0, states = time.perf_counter(), bench.states(frozen)
+        kinds = {s.kind for s in learners if s.frozen == frozen}
+        if "siamese" in kinds:
+            states.texts(texts)
+        if "cross-encoder" in kinds:
+            states.pairs([p.preference for p in pairs], [p.passage for p in pairs])
+        files[frozen] = folder / f"states-{frozen}.pkl"
+        states.save(files[frozen])
+        log(f"frozen states after {frozen} layers ({', '.join(sorted(kinds))}): "
+            f"{time.perf_counter() - t0:.0f} s")
+    return files
+
+
 def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec, ...],
               folds_k: int, embedder: Any, *, jobs: int = 1, threads: int = 1,
               log: Any = print) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
@@ -142,8 +170,11 @@ def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec
     rows = [make_row("coarse cosine (MiniLM)", cos, splits, kind="coarse", exportable=False)]
     blends: dict[str, dict[str, Any]] = {}
     models: dict[str, Any] = {}
-    with ProcessPoolExecutor(max(1, jobs), multiprocessing.get_context("spawn")) as pool:
-        futures = {(spec.name, f): pool.submit(fit_job, spec, splits, folds, f, vectors, threads)
+    tmp = tempfile.TemporaryDirectory()
+    states = shared_states(splits, learners, threads, Path(tmp.name), log)
+    with tmp, ProcessPoolExecutor(max(1, jobs), multiprocessing.get_context("spawn")) as pool:
+        futures = {(spec.name, f): pool.submit(fit_job, spec, splits, folds, f, vectors, threads,
+                                               states.get(spec.frozen))
                    for spec in learners for f in [-1, *range(folds_k)]}
         for spec in learners:
             sc = {"train": np.zeros(len(labels))}

@@ -9,6 +9,7 @@ torch here), kept in memory as float16, and only the top layers run in each trai
 
 from __future__ import annotations
 
+import pickle
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -70,18 +71,38 @@ class FrozenStates:
 
     def __init__(self, bert: Any, tokenizer: Any, frozen: int, *, text_length: int = 128,
                  pair_length: int = 160, threads: int = 1, batch_size: int = 32) -> None:
-        import onnxruntime as ort
-
-        self.frozen, self.batch_size = frozen, batch_size
-        self._tok = tokenizer
+        self.frozen, self.batch_size, self.threads = frozen, batch_size, threads
+        self._bert, self._tok = bert, tokenizer
         self.text_length, self.pair_length = text_length, pair_length
-        with tempfile.TemporaryDirectory() as tmp:
-            path = export_lower_onnx(bert, frozen, Path(tmp) / "lower.onnx")
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = max(1, int(threads))
-            self._session = ort.InferenceSession(str(path), opts,
-                                                 providers=["CPUExecutionProvider"])
+        self._session: Any = None  # exported on the first text that is not stored
         self._store: dict[Any, np.ndarray] = {}
+
+    def save(self, path: Path) -> None:
+        """Write the stored states (so other processes need not recompute them)."""
+        with open(path, "wb") as fh:
+            pickle.dump({"frozen": self.frozen, "lengths": (self.text_length, self.pair_length),
+                         "store": self._store}, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def load(self, path: Path) -> None:
+        """Add the states `save` wrote (from this project's own temporary file)."""
+        with open(path, "rb") as fh:
+            saved = pickle.load(fh)  # noqa: S301 (written by save() in this run)
+        if saved["frozen"] != self.frozen or saved["lengths"] != (self.text_length,
+                                                                   self.pair_length):
+            raise ValueError(f"{path} holds states of another cut or length")
+        self._store.update(saved["store"])
+
+    def _run(self, feed: dict[str, np.ndarray]) -> np.ndarray:
+        if self._session is None:
+            import onnxruntime as ort
+
+            with tempfile.TemporaryDirectory() as tmp:
+                path = export_lower_onnx(self._bert, self.frozen, Path(tmp) / "lower.onnx")
+                opts = ort.SessionOptions()
+                opts.intra_op_num_threads = max(1, int(self.threads))
+                self._session = ort.InferenceSession(str(path), opts,
+                                                     providers=["CPUExecutionProvider"])
+        return self._session.run(None, feed)[0]
 
     def texts(self, texts: Sequence[str]) -> list[np.ndarray]:
         """(tokens, hidden) float16 states of each text, truncated to text_length tokens."""
@@ -113,7 +134,7 @@ class FrozenStates:
                     feed["input_ids"][row, :n] = e.ids
                     feed["attention_mask"][row, :n] = 1
                     feed["token_type_ids"][row, :n] = e.type_ids
-                hidden = self._session.run(None, feed)[0]
+                hidden = self._run(feed)
                 for row, i in enumerate(chunk):
                     self._store[missing[i]] = hidden[row, :len(encs[i].ids)].astype(np.float16)
         return [self._store[k] for k in keys]

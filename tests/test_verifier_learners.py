@@ -136,3 +136,24 @@ def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path)
     verifier = CrossEncoderVerifier(manifest["path"])
     got = verifier.score_pairs([p.preference for p in test], [p.passage for p in test])
     np.testing.assert_allclose(got, expected, atol=5e-4)
+
+
+@needs_export
+def test_saved_states_load_in_another_workbench_without_recomputing(tiny_bench, tmp_path) -> None:
+    from epic_edge.export.verifier_learners import Workbench
+
+    pairs = load_verification_set("test")[:6]
+    states = tiny_bench.states(1)
+    texts = states.texts([p.passage for p in pairs])
+    joint = states.pairs([p.preference for p in pairs], [p.passage for p in pairs])
+    states.save(tmp_path / "s.pkl")
+    other = Workbench(threads=1, text_length=48, pair_length=64, bert=tiny_bench.bert)
+    loaded = other.states(1)
+    loaded.load(tmp_path / "s.pkl")
+    again = loaded.pairs([p.preference for p in pairs], [p.passage for p in pairs])
+    assert all(np.array_equal(a, b) for a, b in zip(again, joint))
+    assert all(np.array_equal(a, b) for a, b in
+               zip(loaded.texts([p.passage for p in pairs]), texts))
+    assert loaded._session is None  # nothing recomputed
+    with pytest.raises(ValueError):
+        other.states(2).load(tmp_path / "s.pkl")
