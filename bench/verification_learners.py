@@ -38,13 +38,14 @@ from .verification import roc_auc
 
 LEARNERS = (
     LearnerSpec("siamese, top layer, 1 epoch"),
+    LearnerSpec("siamese, top layer, 2 epochs, hard negatives", epochs=2, hard_negatives=1),
+    LearnerSpec("adapter on coarse vectors, 20 epochs, hard negatives", kind="adapter",
+                epochs=20, lr=1e-3, batch_size=32, hard_negatives=3),
     LearnerSpec("siamese, top layer, 3 epochs", epochs=3),
     LearnerSpec("siamese, top layer, 3 epochs, hard negatives", epochs=3, hard_negatives=1),
     LearnerSpec("siamese, top 2 layers, 3 epochs", frozen=4, epochs=3),
     LearnerSpec("cross-encoder, top 2 layers, 3 epochs", kind="cross-encoder", frozen=4,
                 epochs=3),
-    LearnerSpec("adapter on coarse vectors, 20 epochs, hard negatives", kind="adapter",
-                epochs=20, lr=1e-3, batch_size=32, hard_negatives=3),
 )
 CLUSTER_COSINE = 0.75  # preferences this close share a fold, as the train/test split does
 BLEND = " + coarse-cosine blend"
@@ -200,17 +201,41 @@ def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec
     return rows, blends, models
 
 
-def print_table(rows: list[dict[str, Any]], names: list[str]) -> None:
-    """Markdown: per split F1 at the out-of-fold threshold and ROC AUC (coarse AUC in row 1)."""
-    head = "| learner | threshold | " + " | ".join(f"{n} F1 | {n} AUC" for n in names) + \
-        " | train s |"
-    print(head)
-    print("|" + "---|" * (3 + 2 * len(names)))
-    for r in rows:
-        cells = " | ".join(f"{r['splits'][n]['f1']:.3f} | {r['splits'][n]['roc_auc']:.3f}"
-                           if n in r["splits"] else "- | -" for n in names)
-        print(f"| {r['method']} | {r['threshold']:.3f} | {cells} | "
-              f"{r.get('train_seconds', '-')} |")
+TARGETS = {"test": {"f1": 0.85, "roc_auc": 0.93},
+           "test_style": {"f1": 0.80, "auc_over_coarse": 0.12}}
+
+
+def targets(row: dict[str, Any], coarse: dict[str, Any]) -> dict[str, bool]:
+    """Issue 13's targets for one row: per test split, met or not."""
+    out = {}
+    for name, t in TARGETS.items():
+        m = row["splits"].get(name)
+        if m is None:
+            continue
+        auc_floor = t.get("roc_auc",
+                          coarse["splits"][name]["roc_auc"] + t.get("auc_over_coarse", 0.0))
+        out[name] = bool(m["f1"] >= t["f1"] and m["roc_auc"] >= auc_floor)
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    """Markdown: per split F1 at the out-of-fold threshold and ROC AUC, and the targets."""
+    from .common import table
+
+    rows, names = result["rows"], list(result["pairs"])
+    head = ["learner", "threshold", *[f"{n} {m}" for n in names for m in ("F1", "AUC")],
+            "train s"]
+    body = [[r["method"], f"{r['threshold']:.3f}",
+             *[f"{r['splits'][n][m]:.3f}" if n in r["splits"] else "-" for n in names
+               for m in ("f1", "roc_auc")], str(r.get("train_seconds", "-"))] for r in rows]
+    lines = [table(body, head), ""]
+    shipped = next((r for r in rows if r["method"].startswith("default as shipped")), None)
+    if shipped:
+        met = targets(shipped, rows[0])
+        lines.append("Targets (issue 13; test: F1 >= 0.85 and AUC >= 0.93; test_style: F1 >= "
+                     "0.80 and AUC >= coarse + 0.12), default as shipped: " + ", ".join(
+                         f"{n} {'met' if ok else 'not met'}" for n, ok in met.items()))
+    return "\n".join(lines)
 
 
 def plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> Path:
@@ -308,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(onnx_row(args.export / "model.onnx", splits, "default as shipped (int8 "
                              f"ONNX, all of train): {winner['method']}"))
         log(json.dumps(result["default"], indent=2, default=str))
-    print_table(rows, names)
+    print(render(result))
     args.out.write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
     print(f"written {args.out}; {plot(rows, names, args.plot)}")
     return 0
