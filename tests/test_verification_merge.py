@@ -36,6 +36,7 @@ NEW_PREFS = [
     ("I oppose the death penalty strongly.", "negation"),   # near-duplicate of a held-out one
     ("Explain things with bullet points.", "explanation"),
     ("I have gout and avoid purines.", "logistics"),
+    ("I dislike spicy food, a moral stance.", "values"),  # held out, near an old train one
 ]
 
 
@@ -73,6 +74,8 @@ def test_splits_keep_old_pairs_hold_out_a_style_and_follow_clusters():
     assert report["pairs"] == {s: len(rows) for s, rows in out.items()}
     assert sum(report["pairs"].values()) == len(OLD) + len(pairs)
     assert out["train"][0]["style"] == "consumer" and out["train"][0]["source"] == "wiki"
+    assert report["held_out_clusters_with_train"] == 1  # the spicy-food values preference
+    assert report["clusters_mixing_old_splits"] == 0
 
 
 def test_kappa_on_double_labelled_pairs_and_disagreement_resolves_to_discard():

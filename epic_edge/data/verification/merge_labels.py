@@ -9,7 +9,8 @@ goes to test_style when its preference has the held-out style; otherwise its pre
 cluster (MiniLM cosine >= 0.75 between preferences) decides, by the first round's rule: the
 split of the cluster's first-round preferences, else test when sha256 of the cluster's
 smallest text mod 100 is < 37. A new pair whose preference is a near-duplicate of a held-out
-one goes to test, never train. Pairs labelled twice report Cohen's kappa; a disagreement is
+one goes to test, never train (unless the cluster holds a first-round train preference: reported).
+Pairs labelled twice report Cohen's kappa; a disagreement is
 resolved to Discard (the stricter reading). A pair with no label stops the merge.
 """
 
@@ -94,25 +95,30 @@ def hash_split(members: Sequence[str]) -> str:
 
 
 def preference_splits(old: list[dict], new: list[dict], embed: Callable, held_out: str
-                      ) -> tuple[dict[str, str], int]:
-    """Split of each new pair's preference, and how many clusters mix old train and test."""
+                      ) -> tuple[dict[str, str], dict[str, int]]:
+    """Split of each new pair's preference, and counts of clusters that break the rules
+    (mixing first-round train and test; joining a held-out preference to train)."""
     old_split = {r["preference"]: r["split"] for r in old}
     style = {p["preference"]: p["style"] for p in new}
     texts = list(dict.fromkeys([*old_split, *style]))
     vectors = np.asarray(embed(texts), np.float32)
-    split, mixed = {}, 0
+    split: dict[str, str] = {}
+    breaks = {"clusters_mixing_old_splits": 0, "held_out_clusters_with_train": 0}
     for group in clusters(texts, vectors):
         members = [texts[i] for i in group]
         known = Counter(old_split[t] for t in members if t in old_split)
-        mixed += len(known) > 1
-        base = known.most_common(1)[0][0] if known else hash_split(members)
         near_held = any(style.get(t) == held_out for t in members)
+        if known:  # first-round preferences keep their split; new near-duplicates follow
+            base = known.most_common(1)[0][0]
+        else:
+            base = "test" if near_held else hash_split(members)
         for t in members:
-            if style.get(t) == held_out:
-                split[t] = "test_style"
-            elif t in style:
-                split[t] = "test" if near_held else base
-    return split, mixed
+            if t in style:
+                split[t] = "test_style" if style[t] == held_out else base
+        breaks["clusters_mixing_old_splits"] += len(known) > 1
+        breaks["held_out_clusters_with_train"] += near_held and (
+            "train" in known or any(split.get(t) == "train" for t in members))
+    return split, breaks
 
 
 def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], embed: Callable,
@@ -129,7 +135,7 @@ def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], emb
         raise MergeError("new pair ids collide with first-round ids")
     if not any(p["style"] == held_out for p in pairs):
         raise MergeError(f"no pair has the held-out style {held_out!r}")
-    split_of, mixed = preference_splits(old, pairs, embed, held_out)
+    split_of, breaks = preference_splits(old, pairs, embed, held_out)
     out: dict[str, list[dict]] = {"train": [], "test": [], "test_style": []}
     for row in old:
         out[row["split"]].append({**{"style": "consumer", "source": "wiki"}, **row})
@@ -150,7 +156,7 @@ def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], emb
         "double_labelled": len(twice), "disagreements": disagreements,
         "cohen_kappa": round(cohen_kappa([a for a, _ in twice], [b for _, b in twice]), 4)
         if twice else None,
-        "clusters_mixing_old_splits": mixed,
+        **breaks,
     }
     return out, report
 
