@@ -126,3 +126,17 @@ def test_main_writes_three_split_files_and_refuses_unlabelled(tmp_path, monkeypa
                for s in ("train", "test", "test_style")}
     total = sum(len(v) for v in written.values())
     assert total == 1124 + len(pairs)  # the shipped first round plus the new pairs
+
+
+def test_split_rule_reproduces_the_shipped_first_round_split(reference_models):
+    """clusters + hash_split with the fp32 MiniLM give every shipped preference its split."""
+    from epic_edge.backends.onnx_embedder import OnnxEmbedder
+
+    old = [r for s in ("train", "test") for r in merge_labels.read_jsonl(SCRIPT / f"{s}.jsonl")]
+    shipped = {r["preference"]: r["split"] for r in old}
+    texts = list(shipped)
+    m = reference_models / "all-minilm-l6-v2"
+    vectors = OnnxEmbedder(m / "model.onnx", m / "tokenizer.json", max_length=256).embed(texts)
+    for group in merge_labels.clusters(texts, vectors):
+        members = [texts[i] for i in group]
+        assert {shipped[t] for t in members} == {merge_labels.hash_split(members)}
