@@ -163,14 +163,15 @@ def propose(prefs: list[dict], passages: dict[str, list[dict]], vecs: dict[str, 
     return proposer.pairs
 
 
-def write_batches(pairs: list[dict], out: Path, seed: int = 13) -> dict[str, list[int]]:
-    """Shuffle into equal blind batches; DOUBLE pairs go into a second, different batch."""
+def write_batches(pairs: list[dict], out: Path, seed: int = 13, double_count: int = DOUBLE,
+                  ) -> dict[str, list[int]]:
+    """Shuffle into equal blind batches; `double_count` pairs also go into a second batch."""
     rng = random.Random(seed)
     ids = [p["id"] for p in pairs]
     rng.shuffle(ids)
     batches = [ids[b::BATCHES] for b in range(BATCHES)]
     double: dict[str, list[int]] = {}
-    for n, pid in enumerate(rng.sample(ids, DOUBLE)):
+    for n, pid in enumerate(rng.sample(ids, double_count)):
         first = next(b for b in range(BATCHES) if pid in batches[b])
         second = (first + 1 + n % (BATCHES - 1)) % BATCHES
         batches[second].append(pid)
