@@ -126,13 +126,16 @@ def test_main_writes_three_split_files_and_refuses_unlabelled(tmp_path, monkeypa
                for s in ("train", "test", "test_style")}
     total = sum(len(v) for v in written.values())
     assert total == 1124 + len(pairs)  # the shipped first round plus the new pairs
+    assert merge_labels.main(args) == 0  # a rerun (first round read back from merged files)
+    assert sum(len(merge_labels.read_jsonl(tmp_path / "set" / f"{s}.jsonl"))
+               for s in ("train", "test", "test_style")) == total
 
 
 def test_split_rule_reproduces_the_shipped_first_round_split(reference_models):
     """clusters + hash_split with the fp32 MiniLM give every shipped preference its split."""
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
 
-    old = [r for s in ("train", "test") for r in merge_labels.read_jsonl(SCRIPT / f"{s}.jsonl")]
+    old = merge_labels.first_round(SCRIPT)
     shipped = {r["preference"]: r["split"] for r in old}
     texts = list(shipped)
     m = reference_models / "all-minilm-l6-v2"

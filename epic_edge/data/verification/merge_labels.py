@@ -29,6 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 LABELS = ("Keep", "Discard")
 CLUSTER_COSINE, TEST_PERCENT = 0.75, 37
+FIRST_ID = 10_000  # second-round pair ids start here; the first 1,124 pairs use 0..1123
 FIELDS = ("id", "split", "preference", "style", "source", "title", "topic", "passage", "label",
           "reason", "minilm_cosine")
 
@@ -161,6 +162,12 @@ def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], emb
     return out, report
 
 
+def first_round(folder: Path) -> list[dict]:
+    """The 1,124 first-round pairs, also from files a merge already wrote (so it can rerun)."""
+    return [r for s in ("train", "test") for r in read_jsonl(folder / f"{s}.jsonl")
+            if int(r["id"]) < FIRST_ID]
+
+
 def minilm_fp32() -> Callable:
     """The embedder the first round clustered with: all-MiniLM-L6-v2 fp32 ONNX."""
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=HERE)
     p.add_argument("--held-out-style", default="values")
     args = p.parse_args(argv)
-    old = [r for s in ("train", "test") for r in read_jsonl(HERE / f"{s}.jsonl")]
+    old = first_round(HERE)
     try:
         out, report = merge(read_jsonl(args.pairs), read_labels(
             sorted(args.labels.glob("batch-*.jsonl"))), old, minilm_fp32(), args.held_out_style)
