@@ -140,4 +140,10 @@ def _verification_learners(out: Path) -> list[str]:
     if (out / "verification_learners.png").exists():
         png = (out / "verification_learners.png").as_posix()
         lines += [f"![learners' precision-recall]({png})", ""]
+    first = out / "verification_learners_754.json"
+    if first.exists():  # the costlier learners, run before the second round was labelled
+        lines += ["The same study on the first-round pairs only (train 754 / test 370; 3-fold "
+                  "out of fold; test scored by the mean of the fold models; seconds: all fold "
+                  "trainings), where every learner could be afforded:", "",
+                  render(json.loads(first.read_text(encoding="utf-8"))), ""]
     return lines

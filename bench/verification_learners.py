@@ -260,10 +260,19 @@ def plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> Path:
     return path
 
 
+TIE = 0.01  # summed F1 + AUC over the test splits closer than this is a tie (noise here)
+
+
 def choose(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(winner on the test splits among exportable rows, best out-of-fold row)."""
+    """(winner on the test splits among exportable rows, best out-of-fold row). Rows within
+    TIE of the best summed test score tie; a tie goes to the cheaper model: no blend (one
+    encoder pass per text, the embedder's 384 values), then the shorter training."""
     shippable = [r for r in rows if r.get("exportable")]
-    return max(shippable, key=test_score), max(shippable, key=oof_score)
+    best = max(map(test_score, shippable))
+    tied = [r for r in shippable if test_score(r) >= best - TIE]
+    winner = min(tied, key=lambda r: (bool(r.get("blend")), r.get("train_seconds", 0),
+                                      -test_score(r)))
+    return winner, max(shippable, key=oof_score)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         bench = Workbench(threads=args.threads)
         choice = write_choice(spec, blends[spec.name] if winner.get("blend") else None,
                               winner["threshold"], {"chosen_by": "best F1 + ROC AUC summed "
-                              "over the test splits (bench/results/verification_learners.json)",
+                              f"over the test splits, ties (within {TIE}) to the cheaper model "
+                              "(bench/results/verification_learners.json)",
                                                     "learner_row": winner["method"]})
         log(f"recorded {choice}")
         manifest = train_default(args.export, train_pairs=splits["train"], bench=bench,

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="output folder (default: MODELS/epic-verifier-minilm)")
     parser.add_argument("--fp32", action="store_true", help="skip int8 quantisation")
     parser.add_argument("--kind", choices=["default", "siamese", "cross-encoder"],
-                        default="siamese",
+                        default="default",
                         help="default: the learner, blend and threshold the side-by-side study "
                              "chose (epic_edge/data/verification/learned_default.json); "
                              "siamese / cross-encoder: every layer fine-tuned (slow)")

@@ -157,3 +157,18 @@ def test_saved_states_load_in_another_workbench_without_recomputing(tiny_bench, 
     assert loaded._session is None  # nothing recomputed
     with pytest.raises(ValueError):
         other.states(2).load(tmp_path / "s.pkl")
+
+
+def test_recorded_default_is_a_learner_and_the_profile_uses_its_threshold() -> None:
+    """The choice train_verifier trains by default, and linux-cpu keeps at its threshold."""
+    from epic_edge.export.verifier_default import load_choice
+    from epic_edge.profiles import load_profile
+
+    choice = load_choice()
+    spec = LearnerSpec(**choice["learner"])
+    assert spec.name and 0.0 < choice["threshold"] < 1.0
+    assert "out-of-fold" in choice["threshold_fitted_on"]
+    if choice["blend"]:
+        assert spec.kind != "cross-encoder" and choice["blend"]["b"] >= 0
+    profile = load_profile("linux-cpu")
+    assert profile.verifier["threshold"] == pytest.approx(choice["threshold"], abs=5e-4)
