@@ -36,10 +36,9 @@ from .verifier_nets import (
 
 MODEL_NAME = "epic-verifier-minilm"
 DEFAULTS = {"epochs": 4, "lr": 4e-5, "batch_size": 16, "seed": 0, "max_length": MAX_LENGTH}
-# 1 epoch: the model every shipped bench figure (and linux-cpu's threshold 0.4) was measured with.
-# `--epochs 3 --cv-folds 3` scores better on the labelled set (grouped 3-fold CV on train: AUC
-# 0.875 / 0.891 / 0.900 after 1 / 2 / 3 epochs; test F1 0.787 vs 0.735) but its P(Keep) scale
-# differs: switching the default means re-tuning the threshold and re-running the benches.
+# Every layer fine-tuned (--kind siamese / cross-encoder): the first-round models (754 pairs).
+# The default (--kind default) is the learner bench/verification_learners.py chose
+# (export/verifier_default.py), which trains only MiniLM's top layer.
 SIAMESE_DEFAULTS = {"epochs": 1, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
 
 

@@ -34,8 +34,8 @@ echo "[setup] installing epic-edge and its CPU backend into .venv"
 
 echo "[setup] installing models into $EPIC_EDGE_MODELS"
 .venv/bin/epic-edge setup --models "$EPIC_EDGE_MODELS"
-# The default decision module: MiniLM fine-tuned on the project's own labelled pairs
-# (epic_edge/data/verification), exported to int8 ONNX. Trained once (~4-8 min on 2 cores).
+# The default decision module: MiniLM (top layer) fine-tuned on the project's own labelled pairs
+# (epic_edge/data/verification), exported to int8 ONNX. Trained once (~1.5-5 min on 2 cores).
 if [ ! -f "$EPIC_EDGE_MODELS/epic-verifier-minilm/model.onnx" ]; then
     echo "[setup] training the learned verifier once"
     .venv/bin/python -m epic_edge.export.train_verifier --out "$EPIC_EDGE_MODELS/epic-verifier-minilm"
