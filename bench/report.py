@@ -68,6 +68,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         latency.render(results["latency"]),
         "",
         *_verification(out),
+        *_verification_learners(out),
         "## Streaming with preference drift (`epic-edge bench stream`)",
         "",
         f"![memory and PAP@5 per step]({(out / 'stream.png').as_posix()})",
@@ -122,4 +123,29 @@ def _verification(out: Path) -> list[str]:
     if (out / "verification_curve.png").exists():
         lines += [f"![precision-recall curves]({(out / 'verification_curve.png').as_posix()})",
                   ""]
+    return lines
+
+
+def _verification_learners(out: Path) -> list[str]:
+    """The learners side by side, when `python -m epic_edge.bench.verification_learners` ran."""
+    path = out / "verification_learners.json"
+    if not path.exists():
+        return []
+    from .verification_learners import render
+
+    result = json.loads(path.read_text(encoding="utf-8"))
+    pairs = ", ".join(f"{n} {k} ({result['keep'][n]} Keep)" for n, k in result["pairs"].items())
+    lines = ["## Learned-verifier learners (`python -m epic_edge.bench.verification_learners`)",
+             "", f"Labelled pairs: {pairs}. {result['note']} Default: {result['winner']} "
+             f"(best out-of-fold: {result['best_out_of_fold']}). {result.get('choice_note', '')}",
+             "", render(result), ""]
+    if (out / "verification_learners.png").exists():
+        png = (out / "verification_learners.png").as_posix()
+        lines += [f"![learners' precision-recall]({png})", ""]
+    first = out / "verification_learners_754.json"
+    if first.exists():  # the costlier learners, run before the second round was labelled
+        lines += ["The same study on the first-round pairs only (train 754 / test 370; 3-fold "
+                  "out of fold; test scored by the mean of the fold models; seconds: all fold "
+                  "trainings), where every learner could be afforded:", "",
+                  render(json.loads(first.read_text(encoding="utf-8"))), ""]
     return lines

@@ -35,6 +35,7 @@ echo "[setup] installing epic-edge and its CPU backend into .venv"
 
 echo "[setup] installing models into $EPIC_EDGE_MODELS"
 # One setup path: the profile's models, and the learned verifier (its default decision module:
-# MiniLM fine-tuned on epic_edge/data/verification, int8 ONNX) trained once (~4-8 min, 2 cores).
+# MiniLM, top layer fine-tuned on epic_edge/data/verification, int8 ONNX) trained once (~1.5-5 min
+# on 2 cores).
 .venv/bin/epic-edge setup --models "$EPIC_EDGE_MODELS" --profile "${EPIC_EDGE_PROFILE:-linux-cpu}"
 echo "[setup] done. Try: .venv/bin/epic-edge demo"

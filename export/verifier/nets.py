@@ -119,11 +119,19 @@ def siamese_scores(model: _Siamese, tokenizer: Any, pairs: Sequence[LabelledPair
 def export_siamese_onnx(model: _Siamese, out_dir: Path, *, quantize: bool = True,
                         opset: int = 17) -> Path:
     """The fine-tuned encoder as a pooled, normalised ONNX (same I/O as the embedder)."""
-    from epic_edge.export.minilm_onnx import OUTPUT_NAME as EMB_OUT
     from epic_edge.export.minilm_onnx import _pooled_encoder
 
+    return export_embedding_onnx(_pooled_encoder(_torch(), model.encoder), out_dir,
+                                 quantize=quantize, opset=opset)
+
+
+def export_embedding_onnx(module: Any, out_dir: Path, *, quantize: bool = True,
+                          opset: int = 17) -> Path:
+    """out_dir/model.onnx of a module (input_ids, attention_mask, token_type_ids) -> vectors,
+    with the embedder's input and output names."""
+    from ..minilm_onnx import OUTPUT_NAME as EMB_OUT
+
     torch = _torch()
-    wrapper = _pooled_encoder(torch, model.encoder)
     out_dir.mkdir(parents=True, exist_ok=True)
     sample = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]])
     mask = (sample != 0).to(torch.int64)
@@ -132,7 +140,7 @@ def export_siamese_onnx(model: _Siamese, out_dir: Path, *, quantize: bool = True
     dynamic[EMB_OUT] = {0: "batch"}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(wrapper, (sample, mask, torch.zeros_like(sample)), str(fp32),
+        torch.onnx.export(module.eval(), (sample, mask, torch.zeros_like(sample)), str(fp32),
                           input_names=list(INPUT_NAMES), output_names=[EMB_OUT],
                           dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True,
                           dynamo=False)

@@ -1,4 +1,4 @@
-"""Train a learned verifier (MiniLM, siamese or cross-encoder) on the train split; export ONNX."""
+"""Train the learned verifier (MiniLM, siamese or cross-encoder) on the train split; export ONNX."""
 
 from __future__ import annotations
 
@@ -35,10 +35,9 @@ from epic_edge.export.verifier.nets import (
 
 MODEL_NAME = "epic-verifier-minilm"
 DEFAULTS = {"epochs": 4, "lr": 4e-5, "batch_size": 16, "seed": 0, "max_length": MAX_LENGTH}
-# 1 epoch: the model every shipped bench figure (and linux-cpu's threshold 0.4) was measured with.
-# `--epochs 3 --cv-folds 3` scores better on the labelled set (grouped 3-fold CV on train: AUC
-# 0.875 / 0.891 / 0.900 after 1 / 2 / 3 epochs; test F1 0.787 vs 0.735) but its P(Keep) scale
-# differs: switching the default means re-tuning the threshold and re-running the benches.
+# Every layer fine-tuned (--kind siamese / cross-encoder): the first-round models (754 pairs).
+# The default (--kind default) is the learner bench/verification_learners.py chose
+# (export/verifier/default.py), which trains only MiniLM's top layer.
 SIAMESE_DEFAULTS = {"epochs": 1, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
 
 
@@ -174,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: MODELS/epic-verifier-minilm)")
     parser.add_argument("--fp32", action="store_true", help="skip int8 quantisation")
-    parser.add_argument("--kind", choices=["siamese", "cross-encoder"], default="siamese")
+    parser.add_argument("--kind", choices=["default", "siamese", "cross-encoder"],
+                        default="default",
+                        help="default: the learner, blend and threshold the side-by-side study "
+                             "chose (epic_edge/data/verification/learned_default.json); "
+                             "siamese / cross-encoder: every layer fine-tuned (slow)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
     parser.add_argument("--cv-folds", type=int, default=0,
                         help="fit the Keep threshold on K-fold out-of-fold train scores "
                              "(grouped by preference; K extra trainings)")
@@ -188,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
 
         args.out = model_dir() / MODEL_NAME
     params = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
+    if args.kind == "default":
+        from .default import train_default
+
+        print(json.dumps(train_default(args.out, quantize=not args.fp32, threads=args.threads),
+                         indent=2))
+        return 0
     info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind,
                             cv_folds=args.cv_folds, **params)
     print(json.dumps(info, indent=2))

@@ -5,13 +5,13 @@ Run: python propose_pairs.py SUMMARIES_JSON OUT_JSON  (needs the linux-cpu model
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
 import sys
 
 import numpy as np
+from merge_labels import clusters, hash_split  # this folder (run as a script)
 
 from epic_edge.backends.onnx_embedder import OnnxEmbedder
 from epic_edge.datasets import load_prefwiki
@@ -36,28 +36,10 @@ def main(summaries: str, out_path: str) -> None:
     prefs = list(dict.fromkeys(b["preference"] for p in load_prefwiki()
                                for b in p["preference_blocks"]))
     pv, xv = emb.embed(prefs), emb.embed(texts)
-    parent = list(range(len(prefs)))  # near-duplicate preferences (cos >= 0.75) share a split
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    sims = pv @ pv.T
-    for i in range(len(prefs)):
-        for j in range(i + 1, len(prefs)):
-            if sims[i, j] >= 0.75:
-                parent[root(i)] = root(j)
-    clusters: dict[int, list[int]] = {}
-    for i in range(len(prefs)):
-        clusters.setdefault(root(i), []).append(i)
-    split = {}
-    for members in clusters.values():
-        key = min(prefs[k] for k in members)
-        h = int(hashlib.sha256(key.encode()).hexdigest(), 16) % 100
+    split = {}  # near-duplicate preferences (cos >= 0.75) share a split
+    for members in clusters(prefs, pv):
         for k in members:
-            split[prefs[k]] = "test" if h < 37 else "train"
+            split[prefs[k]] = hash_split([prefs[k] for k in members])
     rng, scores, pairs = random.Random(7), pv @ xv.T, []
     for i, pref in enumerate(prefs):
         order = np.argsort(-scores[i])

@@ -1,0 +1,368 @@
+"""Learned-verifier learners side by side: out-of-fold on train, every test split, PR curves.
+
+Each learner (export/verifier/learners.py) is trained K times on train, once per fold of
+preference clusters, so every train pair gets an out-of-fold score; its Keep threshold (and a
+blend with the coarse cosine) is fitted on those scores. The test splits are scored by the
+learner trained once more on all of train (what would ship); trainings run side by side.
+The default learner is the exportable one that scores best on the test splits;
+`--export` writes that all-of-train model as ONNX and records the choice (learner, blend,
+threshold) in epic_edge/data/verification/learned_default.json for export/verifier/train.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.calibrate import LabelledPair, best_f1_threshold, keep_metrics, pr_curve
+from epic_edge.export.verifier.blend import blend_scores, fit_blend
+from epic_edge.export.verifier.cv import preference_folds
+from epic_edge.export.verifier.learners import (
+    LearnerSpec,
+    Workbench,
+    fit,
+    from_state,
+    score,
+    to_state,
+)
+
+from .verification import roc_auc
+
+LEARNERS = (
+    LearnerSpec("siamese, top layer, 1 epoch"),
+    LearnerSpec("siamese, top layer, 2 epochs, hard negatives", epochs=2, hard_negatives=1),
+    LearnerSpec("adapter on coarse vectors, 20 epochs, hard negatives", kind="adapter",
+                epochs=20, lr=1e-3, batch_size=32, hard_negatives=3),
+    LearnerSpec("siamese, top layer, 3 epochs", epochs=3),
+    LearnerSpec("siamese, top layer, 3 epochs, hard negatives", epochs=3, hard_negatives=1),
+    LearnerSpec("siamese, top 2 layers, 3 epochs", frozen=4, epochs=3),
+    LearnerSpec("cross-encoder, top 2 layers, 3 epochs", kind="cross-encoder", frozen=4,
+                epochs=3),
+)
+CLUSTER_COSINE = 0.75  # preferences this close share a fold, as the train/test split does
+BLEND = " + coarse-cosine blend"
+
+
+def load_splits(data_dir: Path) -> dict[str, list[LabelledPair]]:
+    """train plus every test*.jsonl beside it (test: by preference; test_style: held-out style)."""
+    from epic_edge.calibrate import load_verification_set
+
+    files = {"train": data_dir / "train.jsonl",
+             **{f.stem: f for f in sorted(data_dir.glob("test*.jsonl"))}}
+    return {name: load_verification_set("all", f) for name, f in files.items()}
+
+
+def cluster_folds(pairs: list[LabelledPair], vectors: dict[str, np.ndarray], k: int,
+                  link: float = CLUSTER_COSINE) -> np.ndarray:
+    """Fold of each pair; preferences linked by cosine >= `link` (transitively) share one."""
+    prefs = sorted({p.preference for p in pairs})
+    parent = list(range(len(prefs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    pv = np.stack([vectors[t] for t in prefs])
+    for i, j in zip(*np.nonzero(np.triu(pv @ pv.T, 1) >= link)):
+        parent[root(int(i))] = root(int(j))
+    rep = {t: prefs[root(i)] for i, t in enumerate(prefs)}
+    return preference_folds([replace(p, preference=rep[p.preference]) for p in pairs], k)
+
+
+def split_metrics(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
+    s = np.asarray(scores, np.float64)
+    m = keep_metrics(labels, s >= threshold)
+    return {"f1": m["f1"], "precision": m["precision"], "recall": m["recall"],
+            "roc_auc": roc_auc(s, labels), "n": m["n"],
+            "curve": pr_curve(s, labels)[:: max(1, len(np.unique(s)) // 60)]}
+
+
+def fit_job(spec: LearnerSpec, splits: dict[str, list[LabelledPair]], folds: np.ndarray,
+            fold: int, vectors: dict[str, np.ndarray], threads: int,
+            states_file: Path | None = None) -> dict[str, Any]:
+    """One training in its own process (its own frozen states), so trainings run side by side.
+
+    fold >= 0: train on the other folds, score this fold (out-of-fold scores); fold -1: train
+    on all of train, score the test splits and return the model (what would ship)."""
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    bench, train = Workbench(threads=threads), splits["train"]
+    if states_file is not None:
+        bench.states(spec.frozen).load(states_file)
+    if fold >= 0:
+        model = fit(spec, [p for p, g in zip(train, folds) if g != fold], bench, vectors, log)
+        held = np.flatnonzero(folds == fold)
+        log(f"  {spec.name}: fold {fold + 1} trained ({model.seconds:.0f} s)")
+        return {"held": held, "scores": score(model, [train[i] for i in held], bench, vectors),
+                "seconds": model.seconds}
+    model = fit(spec, train, bench, vectors, log)
+    log(f"  {spec.name}: trained on all of train ({model.seconds:.0f} s)")
+    return {"model": to_state(model), "seconds": model.seconds,
+            **{n: score(model, ps, bench, vectors) for n, ps in splits.items() if n != "train"}}
+
+
+def make_row(method: str, scores: dict[str, np.ndarray], splits: dict[str, list[LabelledPair]],
+             **info: Any) -> dict[str, Any]:
+    labels = {n: np.array([p.keep for p in ps]) for n, ps in splits.items()}
+    threshold = best_f1_threshold(scores["train"], labels["train"])
+    return {"method": method, "threshold": threshold, **info,
+            "splits": {n: split_metrics(scores[n], labels[n], threshold) for n in splits}}
+
+
+def test_score(row: dict[str, Any]) -> float:
+    """What `winner` maximises: F1 + ROC AUC summed over the test splits."""
+    return sum(m["f1"] + m["roc_auc"] for n, m in row["splits"].items() if n != "train")
+
+
+def oof_score(row: dict[str, Any]) -> float:
+    return row["splits"]["train"]["f1"] + row["splits"]["train"]["roc_auc"]
+
+
+def shared_states(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec, ...],
+                  threads: int, folder: Path, log: Any) -> dict[int, Path]:
+    """Frozen-layer states of every text / pair the learners need, computed once per cut and
+    saved for the training processes: {frozen layers: file}."""
+    cuts = {s.frozen for s in learners if s.kind != "adapter"}
+    if not cuts:
+        return {}
+    bench, files = Workbench(threads=threads), {}
+    pairs = [p for ps in splits.values() for p in ps]
+    texts = sorted({t for p in pairs for t in (p.preference, p.passage)})
+    for frozen in sorted(cuts):
+        t0, states = time.perf_counter(), bench.states(frozen)
+        kinds = {s.kind for s in learners if s.frozen == frozen}
+        if "siamese" in kinds:
+            states.texts(texts)
+        if "cross-encoder" in kinds:
+            states.pairs([p.preference for p in pairs], [p.passage for p in pairs])
+        files[frozen] = folder / f"states-{frozen}.pkl"
+        states.save(files[frozen])
+        log(f"frozen states after {frozen} layers ({', '.join(sorted(kinds))}): "
+            f"{time.perf_counter() - t0:.0f} s")
+    return files
+
+
+def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec, ...],
+              folds_k: int, embedder: Any, *, jobs: int = 1, threads: int = 1,
+              log: Any = print) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """(rows, blends, models): a coarse row, and per learner a row and a blended row (train:
+    out-of-fold scores; test splits: the model trained on all of train); the blend weights
+    and the all-of-train model of each learner."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    texts = sorted({t for ps in splits.values() for p in ps for t in (p.preference, p.passage)})
+    t0 = time.perf_counter()
+    vectors = dict(zip(texts, np.asarray(embedder.embed(texts), np.float64)))
+    log(f"coarse vectors of {len(texts)} texts: {time.perf_counter() - t0:.0f} s")
+    cos = {n: np.array([vectors[p.preference] @ vectors[p.passage] for p in ps])
+           for n, ps in splits.items()}
+    folds = cluster_folds(splits["train"], vectors, folds_k)
+    labels = np.array([p.keep for p in splits["train"]])
+    rows = [make_row("coarse cosine (MiniLM)", cos, splits, kind="coarse", exportable=False)]
+    blends: dict[str, dict[str, Any]] = {}
+    models: dict[str, Any] = {}
+    tmp = tempfile.TemporaryDirectory()
+    states = shared_states(splits, learners, threads, Path(tmp.name), log)
+    with tmp, ProcessPoolExecutor(max(1, jobs), multiprocessing.get_context("spawn")) as pool:
+        futures = {(spec.name, f): pool.submit(fit_job, spec, splits, folds, f, vectors, threads,
+                                               states.get(spec.frozen))
+                   for spec in learners for f in [-1, *range(folds_k)]}
+        for spec in learners:
+            sc = {"train": np.zeros(len(labels))}
+            oof_seconds = 0.0
+            for f in range(folds_k):
+                done = futures[(spec.name, f)].result()
+                sc["train"][done["held"]] = done["scores"]
+                oof_seconds += done["seconds"]
+            final = futures[(spec.name, -1)].result()
+            models[spec.name] = final.pop("model")
+            info = {"kind": spec.kind, "spec": spec.name, "train_seconds": round(final["seconds"]),
+                    "out_of_fold_seconds": round(oof_seconds)}
+            sc.update((n, final[n]) for n in splits if n != "train")
+            rows.append(make_row(spec.name, sc, splits, exportable=True, blend=False, **info))
+            params = fit_blend(sc["train"], cos["train"], labels)
+            blended = {n: blend_scores(params, sc[n], cos[n]) for n in splits}
+            blends[spec.name] = {"a": params[0], "b": params[1], "c": params[2]}
+            rows.append(make_row(spec.name + BLEND, blended, splits, blend=True,
+                                 blend_params=params, **info,
+                                 exportable=spec.kind != "cross-encoder" and params[1] >= 0))
+    for r in rows:
+        r["coarse_auc"] = {n: rows[0]["splits"][n]["roc_auc"] for n in splits}
+    return rows, blends, models
+
+
+TARGETS = {"test": {"f1": 0.85, "roc_auc": 0.93},
+           "test_style": {"f1": 0.80, "auc_over_coarse": 0.12}}
+
+
+def targets(row: dict[str, Any], coarse: dict[str, Any]) -> dict[str, bool]:
+    """Issue 13's targets for one row: per test split, met or not."""
+    out = {}
+    for name, t in TARGETS.items():
+        m = row["splits"].get(name)
+        if m is None:
+            continue
+        auc_floor = t.get("roc_auc",
+                          coarse["splits"][name]["roc_auc"] + t.get("auc_over_coarse", 0.0))
+        out[name] = bool(m["f1"] >= t["f1"] and m["roc_auc"] >= auc_floor)
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    """Markdown: per split F1 at the out-of-fold threshold and ROC AUC, and the targets."""
+    from .common import table
+
+    rows, names = result["rows"], list(result["pairs"])
+    head = ["learner", "threshold", *[f"{n} {m}" for n in names for m in ("F1", "AUC")],
+            "train s"]
+    body = [[r["method"], f"{r['threshold']:.3f}",
+             *[f"{r['splits'][n][m]:.3f}" if n in r["splits"] else "-" for n in names
+               for m in ("f1", "roc_auc")], str(r.get("train_seconds", "-"))] for r in rows]
+    lines = [table(body, head), ""]
+    shipped = next((r for r in rows if r["method"].startswith("default as shipped")), None)
+    if shipped:
+        met = targets(shipped, rows[0])
+        lines.append("Targets (issue 13; test: F1 >= 0.85 and AUC >= 0.93; test_style: F1 >= "
+                     "0.80 and AUC >= coarse + 0.12), default as shipped: " + ", ".join(
+                         f"{n} {'met' if ok else 'not met'}" for n, ok in met.items()))
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 5.5), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for r in (r for r in rows if name in r["splits"]):
+            pts = sorted((c["recall"], c["precision"]) for c in r["splits"][name]["curve"])
+            ax.plot([x[0] for x in pts], [x[1] for x in pts], "--" if r.get("blend") else "-",
+                    lw=2 if r.get("kind") == "coarse" else 1.2, label=r["method"])
+        ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall of Keep",
+               ylabel="precision of Keep", title=f"{name} ({rows[0]['splits'][name]['n']} pairs"
+                                                 + (", out-of-fold)" if name == "train" else ")"))
+    axes[0][-1].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+TIE = 0.01  # summed F1 + AUC over the test splits closer than this is a tie (noise here)
+
+
+def choose(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(winner on the test splits among exportable rows, best out-of-fold row). Rows within
+    TIE of the best summed test score tie; a tie goes to the cheaper model: no blend (one
+    encoder pass per text, the embedder's 384 values), then the shorter training."""
+    shippable = [r for r in rows if r.get("exportable")]
+    best = max(map(test_score, shippable))
+    tied = [r for r in shippable if test_score(r) >= best - TIE]
+    winner = min(tied, key=lambda r: (bool(r.get("blend")), r.get("train_seconds", 0),
+                                      -test_score(r)))
+    return winner, max(shippable, key=oof_score)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from epic_edge.export.verifier.default import (
+        choice_path,
+        coarse_embedder,
+        train_default,
+        write_choice,
+    )
+
+    p = argparse.ArgumentParser(prog="python -m epic_edge.bench.verification_learners",
+                                description=__doc__)
+    p.add_argument("--data", type=Path, default=None,
+                   help="folder with train.jsonl and test*.jsonl (default: the shipped set)")
+    p.add_argument("--folds", type=int, default=3, help="out-of-fold folds on train")
+    p.add_argument("--learners", default="all",
+                   help="comma list of learner numbers (1-based, see LEARNERS) or 'all'")
+    p.add_argument("--threads", type=int, default=1, help="torch / ONNX Runtime threads")
+    p.add_argument("--jobs", type=int, default=2, help="learners trained side by side")
+    p.add_argument("--out", type=Path, default=Path("bench/results/verification_learners.json"))
+    p.add_argument("--plot", type=Path, default=Path("bench/results/verification_learners.png"))
+    p.add_argument("--reference", type=Path, action="append", default=None,
+                   help="an exported verifier ONNX to score on the test splits as it is "
+                        "(e.g. the model shipped before), repeatable")
+    p.add_argument("--export", type=Path, default=None,
+                   help="retrain the winner on all of train into this folder (e.g. "
+                        "MODELS/epic-verifier-minilm) and record the choice")
+    args = p.parse_args(argv)
+    data = args.data or choice_path().parent
+    splits = load_splits(data)
+    learners = LEARNERS if args.learners == "all" else tuple(
+        LEARNERS[int(i) - 1] for i in args.learners.split(","))
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    log("labelled set: " + ", ".join(f"{n} {len(ps)} ({sum(q.keep for q in ps)} Keep)"
+                                     for n, ps in splits.items()))
+    rows, blends, models = run_study(splits, learners, args.folds, coarse_embedder(),
+                                     jobs=args.jobs, threads=args.threads, log=log)
+    for ref in args.reference or []:
+        meta = json.loads((ref.parent / "model.json").read_text(encoding="utf-8"))
+        rows.append(onnx_row(ref, splits, f"reference: {ref.parent.name} ({meta.get('kind')}, "
+                                          f"{meta.get('train_pairs')} train pairs)"))
+    names = list(splits)
+    winner, by_oof = choose(rows)
+    result: dict[str, Any] = {
+        "bench": "verification_learners", "folds": args.folds,
+        "pairs": {n: len(ps) for n, ps in splits.items()},
+        "keep": {n: int(sum(q.keep for q in ps)) for n, ps in splits.items()},
+        "winner": winner["method"], "best_out_of_fold": by_oof["method"],
+        "note": "train = out-of-fold scores (folds of preference clusters); test splits "
+                "scored by the learner trained on all of train; thresholds fitted on the "
+                "out-of-fold scores; "
+                "a blend's 3 weights are fitted on the same out-of-fold scores. Seconds: the "
+                "all-of-train training (train_seconds) and the fold trainings together, each in "
+                "its own process with 1 thread, side by side on a shared 2-core machine.",
+        "rows": rows}
+    if args.export:
+        spec = next(s for s in learners if s.name == winner["spec"])
+        bench = Workbench(threads=args.threads)
+        choice = write_choice(spec, blends[spec.name] if winner.get("blend") else None,
+                              winner["threshold"], {"chosen_by": "best F1 + ROC AUC summed "
+                              f"over the test splits, ties (within {TIE}) to the cheaper model "
+                              "(bench/results/verification_learners.json)",
+                                                    "learner_row": winner["method"]})
+        log(f"recorded {choice}")
+        manifest = train_default(args.export, train_pairs=splits["train"], bench=bench,
+                                 model=from_state(models[spec.name], bench), log=log)
+        result["default"] = manifest
+        rows.append(onnx_row(args.export / "model.onnx", splits, "default as shipped (int8 "
+                             f"ONNX, all of train): {winner['method']}"))
+        log(json.dumps(result["default"], indent=2, default=str))
+    print(render(result))
+    args.out.write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
+    print(f"written {args.out}; {plot(rows, names, args.plot)}")
+    return 0
+
+
+def onnx_row(model_path: Path, splits: dict[str, list[LabelledPair]], method: str
+             ) -> dict[str, Any]:
+    """An exported model through the runtime verifier, on the test splits, at its threshold."""
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+
+    verifier = LearnedVerifier(model_path)
+    out = {}
+    for name, ps in splits.items():
+        if name != "train":
+            s = verifier.score_pairs([q.preference for q in ps], [q.passage for q in ps])
+            out[name] = split_metrics(s, np.array([q.keep for q in ps]), verifier.threshold)
+    return {"method": method, "threshold": verifier.threshold, "kind": verifier.kind,
+            "exportable": False, "splits": out}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

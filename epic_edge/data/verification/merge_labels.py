@@ -1,0 +1,204 @@
+"""Merge blind labellers' files into the labelled set: train, test and held-out-style test.
+
+Run: python epic_edge/data/verification/merge_labels.py PAIRS_JSONL LABELS_DIR [--out DIR]
+     [--held-out-style values]
+
+PAIRS_JSONL is propose_more.py's pairs.jsonl; LABELS_DIR holds batch-NN.jsonl files of rows
+{id, label: "Keep"|"Discard", reason}. The 1,124 first-round pairs keep their split. A new pair
+goes to test_style when its preference has the held-out style; otherwise its preference
+cluster (MiniLM cosine >= 0.75 between preferences) decides, by the first round's rule: the
+split of the cluster's first-round preferences, else test when sha256 of the cluster's
+smallest text mod 100 is < 37. A new pair whose preference is a near-duplicate of a held-out
+one goes to test, never train (unless the cluster holds a first-round train preference: reported).
+Pairs labelled twice report Cohen's kappa; a disagreement is
+resolved to Discard (the stricter reading). A pair with no label stops the merge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+LABELS = ("Keep", "Discard")
+CLUSTER_COSINE, TEST_PERCENT = 0.75, 37
+FIRST_ID = 10_000  # second-round pair ids start here; the first 1,124 pairs use 0..1123
+FIELDS = ("id", "split", "preference", "style", "source", "title", "topic", "passage", "label",
+          "reason", "minilm_cosine")
+
+
+class MergeError(ValueError):
+    """Labels or pairs that cannot be merged (missing, unknown or malformed)."""
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise MergeError(f"{path}:{n}: not JSON ({exc.msg})") from exc
+    return rows
+
+
+def read_labels(files: Sequence[Path]) -> dict[int, list[dict]]:
+    """Every label given to each pair id, in file order."""
+    labels: dict[int, list[dict]] = {}
+    for path in files:
+        for n, row in enumerate(read_jsonl(path), 1):
+            if row.get("label") not in LABELS or "id" not in row:
+                raise MergeError(f"{path}:{n}: needs an id and a label Keep or Discard")
+            labels.setdefault(int(row["id"]), []).append(
+                {"label": row["label"], "reason": str(row.get("reason", "")).strip()})
+    return labels
+
+
+def cohen_kappa(first: Sequence[str], second: Sequence[str]) -> float:
+    """Agreement of two label lists beyond chance (1 = perfect, 0 = chance)."""
+    n = len(first)
+    if n == 0:
+        return float("nan")
+    observed = sum(a == b for a, b in zip(first, second)) / n
+    expected = sum((first.count(c) / n) * (second.count(c) / n) for c in LABELS)
+    return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def clusters(texts: Sequence[str], vectors: np.ndarray) -> list[list[int]]:
+    """Groups of preferences linked by cosine >= CLUSTER_COSINE (single linkage)."""
+    parent = list(range(len(texts)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    sims = vectors @ vectors.T
+    for i, j in zip(*np.nonzero(np.triu(sims >= CLUSTER_COSINE, 1))):
+        parent[root(int(i))] = root(int(j))
+    groups: dict[int, list[int]] = {}
+    for i in range(len(texts)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+def hash_split(members: Sequence[str]) -> str:
+    h = int(hashlib.sha256(min(members).encode()).hexdigest(), 16) % 100
+    return "test" if h < TEST_PERCENT else "train"
+
+
+def preference_splits(old: list[dict], new: list[dict], embed: Callable, held_out: str
+                      ) -> tuple[dict[str, str], dict[str, int]]:
+    """Split of each new pair's preference, and counts of clusters that break the rules
+    (mixing first-round train and test; joining a held-out preference to train)."""
+    old_split = {r["preference"]: r["split"] for r in old}
+    style = {p["preference"]: p["style"] for p in new}
+    texts = list(dict.fromkeys([*old_split, *style]))
+    vectors = np.asarray(embed(texts), np.float32)
+    split: dict[str, str] = {}
+    breaks = {"clusters_mixing_old_splits": 0, "held_out_clusters_with_train": 0}
+    for group in clusters(texts, vectors):
+        members = [texts[i] for i in group]
+        known = Counter(old_split[t] for t in members if t in old_split)
+        near_held = any(style.get(t) == held_out for t in members)
+        if known:  # first-round preferences keep their split; new near-duplicates follow
+            base = known.most_common(1)[0][0]
+        else:
+            base = "test" if near_held else hash_split(members)
+        for t in members:
+            if t in style:
+                split[t] = "test_style" if style[t] == held_out else base
+        breaks["clusters_mixing_old_splits"] += len(known) > 1
+        breaks["held_out_clusters_with_train"] += near_held and (
+            "train" in known or any(split.get(t) == "train" for t in members))
+    return split, breaks
+
+
+def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], embed: Callable,
+          held_out: str) -> tuple[dict[str, list[dict]], dict]:
+    """Rows per split (old pairs first, unchanged but for style/source) and a report."""
+    ids = {int(p["id"]) for p in pairs}
+    missing = sorted(ids - labels.keys())
+    if missing:
+        raise MergeError(f"{len(missing)} pairs have no label (first: {missing[:5]})")
+    unknown = sorted(labels.keys() - ids)
+    if unknown:
+        raise MergeError(f"labels for ids not in the pairs: {unknown[:5]}")
+    if ids & {int(r["id"]) for r in old}:
+        raise MergeError("new pair ids collide with first-round ids")
+    if not any(p["style"] == held_out for p in pairs):
+        raise MergeError(f"no pair has the held-out style {held_out!r}")
+    split_of, breaks = preference_splits(old, pairs, embed, held_out)
+    out: dict[str, list[dict]] = {"train": [], "test": [], "test_style": []}
+    for row in old:
+        out[row["split"]].append({**{"style": "consumer", "source": "wiki"}, **row})
+    twice, disagreements = [], 0
+    for p in pairs:
+        given = labels[int(p["id"])]
+        if len(given) > 1:
+            twice.append((given[0]["label"], given[1]["label"]))
+        final = given[0] if len({g["label"] for g in given}) == 1 else \
+            {"label": "Discard", "reason": " / ".join(g["reason"] for g in given)}
+        disagreements += final is not given[0]
+        row = {**p, "split": split_of[p["preference"]], "topic": "", **final}
+        out[row["split"]].append({k: row.get(k, "") for k in FIELDS})
+    report = {
+        "pairs": {s: len(rows) for s, rows in out.items()},
+        "keep": {s: sum(r["label"] == "Keep" for r in rows) for s, rows in out.items()},
+        "held_out_style": held_out,
+        "double_labelled": len(twice), "disagreements": disagreements,
+        "cohen_kappa": round(cohen_kappa([a for a, _ in twice], [b for _, b in twice]), 4)
+        if twice else None,
+        **breaks,
+    }
+    return out, report
+
+
+def first_round(folder: Path) -> list[dict]:
+    """The 1,124 first-round pairs, also from files a merge already wrote (so it can rerun)."""
+    return [r for s in ("train", "test") for r in read_jsonl(folder / f"{s}.jsonl")
+            if int(r["id"]) < FIRST_ID]
+
+
+def minilm_fp32() -> Callable:
+    """The embedder the first round clustered with: all-MiniLM-L6-v2 fp32 ONNX."""
+    from epic_edge.backends.onnx_embedder import OnnxEmbedder
+    from epic_edge.models import model_dir
+
+    m = model_dir() / "all-minilm-l6-v2"
+    return OnnxEmbedder(m / "model.onnx", m / "tokenizer.json", max_length=256).embed
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("pairs", type=Path)
+    p.add_argument("labels", type=Path, help="folder of batch-NN.jsonl label files")
+    p.add_argument("--out", type=Path, default=HERE)
+    p.add_argument("--held-out-style", default="values")
+    args = p.parse_args(argv)
+    old = first_round(HERE)
+    try:
+        out, report = merge(read_jsonl(args.pairs), read_labels(
+            sorted(args.labels.glob("batch-*.jsonl"))), old, minilm_fp32(), args.held_out_style)
+    except MergeError as exc:
+        print(f"merge_labels: {exc}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    for split, rows in out.items():
+        with open(args.out / f"{split}.jsonl", "w", encoding="utf-8") as fh:
+            for row in sorted(rows, key=lambda r: int(r["id"])):
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

