@@ -159,10 +159,11 @@ def test_saved_states_load_in_another_workbench_without_recomputing(tiny_bench, 
         other.states(2).load(tmp_path / "s.pkl")
 
 
-def test_recorded_default_is_a_learner_and_the_profile_uses_its_threshold() -> None:
-    """The choice verifier training trains by default, and linux-cpu keeps at its threshold."""
+def test_recorded_default_is_a_learner_and_every_profile_keeps_at_least_as_strictly() -> None:
+    """The choice verifier training trains by default; the profiles keep no looser than its
+    best-F1 threshold (stricter for the memory budget: devices/linux-cpu.toml), all alike."""
     from epic_edge.export.verifier.default import load_choice
-    from epic_edge.profiles import load_profile
+    from epic_edge.profiles import list_profiles, load_profile
 
     choice = load_choice()
     spec = LearnerSpec(**choice["learner"])
@@ -170,5 +171,5 @@ def test_recorded_default_is_a_learner_and_the_profile_uses_its_threshold() -> N
     assert "out-of-fold" in choice["threshold_fitted_on"]
     if choice["blend"]:
         assert spec.kind != "cross-encoder" and choice["blend"]["b"] >= 0
-    profile = load_profile("linux-cpu")
-    assert profile.verifier["threshold"] == pytest.approx(choice["threshold"], abs=5e-4)
+    thresholds = {load_profile(name).verifier["threshold"] for name in list_profiles()}
+    assert len(thresholds) == 1 and choice["threshold"] <= thresholds.pop() < 1.0
