@@ -16,6 +16,7 @@ from epic_edge.errors import EpicEdgeError, InvalidInputError
 from epic_edge.protocols import Embedder
 
 SPLITS = ("train", "test")
+FIRST_ROUND_IDS = 10000  # pair ids below this are the first labelling round (754 train / 370 test)
 DEFAULT_TARGET_RECALL = 0.95
 
 

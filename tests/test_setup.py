@@ -23,7 +23,7 @@ def _stub_installs(monkeypatch, models: Path) -> list[Path]:
 
     monkeypatch.setattr(setup, "install_reference_models", reference)
     monkeypatch.setattr(setup, "minilm_onnx", lambda config, models, force=False: {})
-    monkeypatch.setattr("epic_edge.export.verifier.default.train_default", train)
+    monkeypatch.setattr("epic_edge.export.verifier.train.train_and_export", train)
     return trained
 
 

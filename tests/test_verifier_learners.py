@@ -160,8 +160,8 @@ def test_saved_states_load_in_another_workbench_without_recomputing(tiny_bench, 
 
 
 def test_recorded_default_is_a_learner_and_every_profile_keeps_at_least_as_strictly() -> None:
-    """The choice verifier training trains by default; the profiles keep no looser than its
-    best-F1 threshold (stricter for the memory budget: devices/linux-cpu.toml), all alike."""
+    """The study's recorded choice is a learner with an out-of-fold threshold; every profile
+    keeps at one threshold, no looser than that best-F1 point (the budget asks for stricter)."""
     from epic_edge.export.verifier.default import load_choice
     from epic_edge.profiles import list_profiles, load_profile
 

@@ -33,19 +33,19 @@ def gguf(config: dict[str, Any], models: Path, force: bool = False) -> dict[str,
 
 def learned_verifier(config: dict[str, Any], models: Path, force: bool = False
                      ) -> dict[str, Path]:
-    """The learned verifier (the recorded default learner), trained once on the labelled pairs
-    (~1-5 min on 2 cores), and the LLM backend that writes its instructions when the profile
+    """The learned verifier (the shipped recipe), trained once on the labelled pairs (~4-8 min
+    on 2 cores), and the LLM backend that writes its instructions when the profile
     asks for one."""
     from epic_edge.backends.learned_verifier import DEFAULT_MODEL
 
     installed: dict[str, Path] = {}
     model = models / str(config.get("model", DEFAULT_MODEL))
     if force or not model.is_file():
-        from epic_edge.export.verifier.default import train_default
+        from epic_edge.export.verifier.train import train_and_export
 
         print(f"[setup] training the learned verifier once into {model.parent}", file=sys.stderr,
               flush=True)
-        train_default(model.parent, log=lambda *a, **k: print(*a, **k, file=sys.stderr))
+        train_and_export(model.parent, first_round=True)  # the shipped model (train.py --help)
     installed["learned verifier"] = model
     if config.get("instructions", "template") == "llm":
         llm = {"backend": config.get("llm_backend", "llama-cpp")}

@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.calibrate import LabelledPair, best_f1_threshold, load_verification_set
+from epic_edge.calibrate import (
+    FIRST_ROUND_IDS,
+    LabelledPair,
+    best_f1_threshold,
+    load_verification_set,
+)
 from epic_edge.export.minilm_onnx import find_minilm_weights, load_minilm_encoder
 from epic_edge.export.verifier.nets import (
     INPUT_NAMES,
@@ -36,7 +41,7 @@ from epic_edge.export.verifier.nets import (
 MODEL_NAME = "epic-verifier-minilm"
 DEFAULTS = {"epochs": 4, "lr": 4e-5, "batch_size": 16, "seed": 0, "max_length": MAX_LENGTH}
 # Every layer fine-tuned (--kind siamese / cross-encoder): the first-round models (754 pairs).
-# The default (--kind default) is the learner bench/verification_learners.py chose
+# The study's choice (--kind study) is the learner bench/verification_learners.py chose
 # (export/verifier/default.py), which trains only MiniLM's top layer.
 SIAMESE_DEFAULTS = {"epochs": 1, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
 
@@ -124,14 +129,19 @@ def train_siamese(pairs: Sequence[LabelledPair], epochs: int = 1, lr: float = 2e
 
 
 def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese",
-                     cv_folds: int = 0, **params: Any) -> dict[str, Any]:
+                     cv_folds: int = 0, first_round: bool = False,
+                     **params: Any) -> dict[str, Any]:
     """Train on the train split, fit the threshold on it, export; returns the manifest.
+
+    first_round: only the first round's 754 train pairs (ids < FIRST_ROUND_IDS): the shipped
+    model, the one every profile's threshold and every bench figure were measured with.
 
     kind "siamese" (default, the better one on held-out preferences) or "cross-encoder".
     cv_folds K > 1 fits the threshold on K-fold out-of-fold train scores (K more trainings)
     instead of the exported model's own, overconfident, train scores."""
     cfg = {**(SIAMESE_DEFAULTS if kind == "siamese" else DEFAULTS), **params}
-    train_pairs = load_verification_set("train")
+    train_pairs = [p for p in load_verification_set("train")
+                   if not first_round or p.id < FIRST_ROUND_IDS]
     out_dir = Path(out_dir)
     extra: dict[str, Any] = {}
     if kind == "siamese":
@@ -173,11 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: MODELS/epic-verifier-minilm)")
     parser.add_argument("--fp32", action="store_true", help="skip int8 quantisation")
-    parser.add_argument("--kind", choices=["default", "siamese", "cross-encoder"],
-                        default="default",
-                        help="default: the learner, blend and threshold the side-by-side study "
-                             "chose (epic_edge/data/verification/learned_default.json); "
-                             "siamese / cross-encoder: every layer fine-tuned (slow)")
+    parser.add_argument("--kind", choices=["shipped", "study", "siamese", "cross-encoder"],
+                        default="shipped",
+                        help="shipped (default): siamese, every layer fine-tuned on the first "
+                             "round's train pairs, what `epic-edge setup` installs; study: the "
+                             "learner the side-by-side study chose on the labelled pairs "
+                             "(epic_edge/data/verification/learned_default.json; it lost end to "
+                             "end, BENCHMARKS.md); siamese / cross-encoder: every layer "
+                             "fine-tuned on all train pairs (slow)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
     parser.add_argument("--cv-folds", type=int, default=0,
                         help="fit the Keep threshold on K-fold out-of-fold train scores "
@@ -192,14 +205,16 @@ def main(argv: list[str] | None = None) -> int:
 
         args.out = model_dir() / MODEL_NAME
     params = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
-    if args.kind == "default":
+    if args.kind == "study":
         from .default import train_default
 
         print(json.dumps(train_default(args.out, quantize=not args.fp32, threads=args.threads),
                          indent=2))
         return 0
-    info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind,
-                            cv_folds=args.cv_folds, **params)
+    shipped = args.kind == "shipped"
+    info = train_and_export(args.out, quantize=not args.fp32,
+                            kind="siamese" if shipped else args.kind, cv_folds=args.cv_folds,
+                            first_round=shipped, **params)
     print(json.dumps(info, indent=2))
     return 0
 
