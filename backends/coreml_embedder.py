@@ -24,6 +24,15 @@ class CoreMLNotSupportedError(EpicEdgeError):
     """Core ML prediction runs on macOS only; conversion works anywhere."""
 
 
+def require_macos() -> None:
+    """Core ML predicts on macOS only: say so, and what to use here instead."""
+    if sys.platform != "darwin":
+        raise CoreMLNotSupportedError(
+            f"Core ML prediction runs on macOS only; this is {platform.system()} "
+            f"{platform.machine()}. Use the linux-cpu profile here, or copy the bundle to "
+            "a Mac (docs/devices/macbook-m4.md)")
+
+
 def encode_batch(tokenizer: Any, texts: list[str], max_length: int) -> dict[str, np.ndarray]:
     """int32 input_ids and attention_mask, padded to the longest text of the batch."""
     encodings = tokenizer.encode_batch(texts)
@@ -50,12 +59,7 @@ class CoreMLEmbedder:
             raise ModelNotFoundError(f"tokenizer file {self.tokenizer_path} not found; {_HINT}")
         if compute_units not in COMPUTE_UNITS:
             raise InvalidInputError(f"compute_units {compute_units!r}; one of {COMPUTE_UNITS}")
-        if sys.platform != "darwin":
-            raise CoreMLNotSupportedError(
-                f"Core ML prediction runs on macOS only; this is {platform.system()} "
-                f"{platform.machine()}. Use the linux-cpu profile here, or copy the bundle to "
-                "a Mac (docs/devices/macbook-m4.md)")
-        # macOS only from here on
+        require_macos()  # macOS only from here on
         ct = optional_import("coremltools", "apple", "the Core ML embedder")
         tokenizers = optional_import("tokenizers", "apple", "the Core ML embedder")
         meta = json.loads((self.model_path.parent / "model.json").read_text("utf-8"))

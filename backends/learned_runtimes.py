@@ -8,8 +8,6 @@ profile's execution providers, falling back to CPU), model.<delegate>.pte, model
 
 from __future__ import annotations
 
-import platform
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -85,13 +83,9 @@ class CoreMLRunner:
     """An .mlpackage ML program (int32 inputs); Core ML predicts on macOS only."""
 
     def __init__(self, path: Path, *, compute_units: str = "CPU_AND_NE", **_: Any) -> None:
-        from epic_edge.backends.coreml_embedder import CoreMLNotSupportedError
+        from epic_edge.backends.coreml_embedder import require_macos
 
-        if sys.platform != "darwin":
-            raise CoreMLNotSupportedError(
-                f"Core ML prediction runs on macOS only; this is {platform.system()} "
-                f"{platform.machine()}. Use the linux-cpu profile here, or copy the bundle to "
-                "a Mac (docs/devices/macbook-m4.md)")
+        require_macos()
         ct = optional_import("coremltools", "apple", "the Core ML decision")
         self._model: Any = ct.models.MLModel(  # pragma: no cover - macOS only
             str(path), compute_units=getattr(ct.ComputeUnit, compute_units))
