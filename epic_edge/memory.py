@@ -61,7 +61,8 @@ class Memory:
         # memory-use gate (epic_edge.retrieval): a fixed item_gate, or the background cut at
         # item_gate_quantile (epic_edge.background); None switches a test off
         self.gate, self.item_gate = gate, item_gate
-        self.background = BackgroundGate(item_gate_quantile) if item_gate_quantile else None
+        self.background = (BackgroundGate(item_gate_quantile) if item_gate_quantile is not None
+                           else None)
         self.hedge = hedge  # steering temperature (see Steering); None: argmax preference
         self.min_score = min_score  # hits scoring below this are dropped
         self.consolidate_threshold = consolidate_threshold  # merge a new instruction this close

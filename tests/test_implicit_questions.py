@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from epic_edge.background import BackgroundGate
 from epic_edge.cli import main
+from epic_edge.errors import InvalidInputError
 from epic_edge.memory import Memory
 
 pytest.importorskip("faiss")
@@ -72,3 +74,9 @@ def test_the_item_cut_is_measured_in_the_memory_it_gates(vegan, tmp_path, refere
         after_forget = big.item_gate_now()  # recomputed, not the cached cut
     with Memory.open(path, model_dir=reference_models) as reopened:
         assert reopened.item_gate_now() == after_forget
+
+
+@pytest.mark.parametrize("quantile", [0.0, 1.0, 1.5, -0.1])
+def test_an_item_gate_quantile_outside_0_1_is_refused(quantile):
+    with pytest.raises(InvalidInputError, match="item_gate_quantile"):
+        BackgroundGate(quantile)
