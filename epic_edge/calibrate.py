@@ -16,7 +16,7 @@ from epic_edge.errors import EpicEdgeError, InvalidInputError
 from epic_edge.protocols import Embedder
 
 SPLITS = ("train", "test")
-FIRST_ROUND_IDS = 10000  # pair ids below this are the first labelling round (754 train / 370 test)
+FIRST_ROUND_IDS = 10_000  # pair ids below: the first labelling round; the second starts here
 DEFAULT_TARGET_RECALL = 0.95
 
 

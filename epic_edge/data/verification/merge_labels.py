@@ -26,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+from epic_edge.calibrate import FIRST_ROUND_IDS  # second-round pair ids start here
+
 HERE = Path(__file__).resolve().parent
 LABELS = ("Keep", "Discard")
 CLUSTER_COSINE, TEST_PERCENT = 0.75, 37
-FIRST_ID = 10_000  # second-round pair ids start here; the first 1,124 pairs use 0..1123
 FIELDS = ("id", "split", "preference", "style", "source", "title", "topic", "passage", "label",
           "reason", "minilm_cosine")
 
@@ -165,7 +166,7 @@ def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], emb
 def first_round(folder: Path) -> list[dict]:
     """The 1,124 first-round pairs, also from files a merge already wrote (so it can rerun)."""
     return [r for s in ("train", "test") for r in read_jsonl(folder / f"{s}.jsonl")
-            if int(r["id"]) < FIRST_ID]
+            if int(r["id"]) < FIRST_ROUND_IDS]
 
 
 def minilm_fp32() -> Callable:

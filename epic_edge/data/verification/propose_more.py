@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from epic_edge.calibrate import FIRST_ROUND_IDS  # second-round pair ids start here
+
 SOURCES = ("wiki", "recipes", "health")  # the only corpora whose licences allow shipping text
 HERE = Path(__file__).resolve().parent
-FIRST_ID = 10_000  # new pair ids start here; the first 1,124 pairs use 0..1123
 BATCHES, DOUBLE = 5, 300
 STOP = set("""about above after again against also although always anything because before
 being below between both cannot could does doing down during each either else even ever every
@@ -130,7 +131,8 @@ class Proposer:
         source, p = self.flat[j]
         self.taken |= self.keys(pref["text"], j)
         self.pairs.append({
-            "id": FIRST_ID + len(self.pairs), "preference": pref["text"], "style": pref["style"],
+            "id": FIRST_ROUND_IDS + len(self.pairs), "preference": pref["text"],
+            "style": pref["style"],
             "source": source, "title": p["title"], "passage": p["text"],
             "minilm_cosine": round(float(scores[j]), 4), "band": band, "rank": r})
 
