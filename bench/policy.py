@@ -20,6 +20,7 @@ from epic_edge.models import model_dir
 from epic_edge.profiles import load_profile
 from epic_edge.protocols import Embedder
 from epic_edge.registry import create
+from epic_edge.retrieval import uses_memory
 
 THRESHOLDS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
 QUANTILES = tuple(np.round(np.arange(0.80, 0.995, 0.01), 2))  # item-gate quantiles tried
@@ -63,10 +64,9 @@ def with_cut(rows: Any, background: Any, quantile: float | None,
 
 
 def used(rows: np.ndarray, gate: float | None) -> np.ndarray:
-    """Which rows (closest preference, best entry, item cut) get memory; gate None: all."""
-    if gate is None:
-        return np.ones(len(rows), dtype=bool)
-    return (rows[:, 0] >= gate) | (rows[:, 1] >= rows[:, 2])
+    """Which rows (closest preference, best entry, item cut) get memory: the runtime's rule,
+    epic_edge.retrieval.uses_memory, over every row at once."""
+    return uses_memory(rows[:, 0], rows[:, 1], gate, rows[:, 2])
 
 
 def choose_gate(own: dict[float, np.ndarray], none: dict[float, np.ndarray],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -84,13 +84,14 @@ def lookup(
     return Retrieval(hits, preference, similarity, True, reason, timings)
 
 
-def uses_memory(similarity: float, best_entry: float | None, gate: float | None,
-                item_gate: float | None) -> bool:
+def uses_memory(similarity: Any, best_entry: Any, gate: float | None, item_gate: Any) -> Any:
     """The memory-use decision: the closest preference passes `gate`, or the best entry for
-    the raw question passes `item_gate` (None switches a test off; no gate: always)."""
-    if gate is None or similarity >= gate:
-        return True
-    return item_gate is not None and best_entry is not None and best_entry >= item_gate
+    the raw question passes `item_gate` (None switches a test off; no gate: always). Scalars
+    for one lookup, or numpy arrays of recorded evidence (the bench decides them all at once)."""
+    if gate is None:
+        return np.ones(np.shape(similarity), dtype=bool) if np.ndim(similarity) else True
+    by_entry = item_gate is not None and best_entry is not None and best_entry >= item_gate
+    return (similarity >= gate) | by_entry
 
 
 def best_raw_score(memory: Memory, q: np.ndarray) -> float:
