@@ -39,12 +39,6 @@ def background_vectors(embedder) -> np.ndarray:  # type: ignore[no-untyped-def]
         return _VECTORS[key]
 
 
-def check_quantile(quantile: float | None) -> float | None:
-    if quantile is not None and not 0.0 < float(quantile) < 1.0:
-        raise InvalidInputError(f"item_gate_quantile must be between 0 and 1, got {quantile}")
-    return None if quantile is None else float(quantile)
-
-
 def item_threshold(best_scores: np.ndarray, quantile: float) -> float:
     """The cut from the background questions' best-entry scores in one memory."""
     return float(np.quantile(np.asarray(best_scores, np.float64), quantile))
@@ -54,7 +48,9 @@ class BackgroundGate:
     """The per-memory item-gate cut, recomputed only after the memory's entries change."""
 
     def __init__(self, quantile: float) -> None:
-        self.quantile = check_quantile(quantile)
+        if not 0.0 < float(quantile) < 1.0:
+            raise InvalidInputError(f"item_gate_quantile must be between 0 and 1, got {quantile}")
+        self.quantile = float(quantile)
         self._cut: tuple[int, float] | None = None  # (entry index version, cut)
 
     def threshold(self, embedder, entries) -> float | None:  # type: ignore[no-untyped-def]
