@@ -17,6 +17,7 @@ class Option:
     choices: tuple[Any, ...] = ()
     min: float | None = None
     max: float | None = None
+    exclusive: bool = False  # min and max themselves are refused (an open interval)
 
     def problem(self, value: Any) -> str:
         """Why `value` is not acceptable ("" when it is)."""
@@ -28,10 +29,10 @@ class Option:
             return f"must be {wanted.__name__}, got {type(value).__name__} {value!r}"
         if self.choices and value not in self.choices:
             return f"is {value!r}; one of {', '.join(map(repr, self.choices))}"
-        if self.min is not None and value < self.min:
-            return f"is {value!r}; at least {self.min}"
-        if self.max is not None and value > self.max:
-            return f"is {value!r}; at most {self.max}"
+        if self.min is not None and (value <= self.min if self.exclusive else value < self.min):
+            return f"is {value!r}; {'above' if self.exclusive else 'at least'} {self.min}"
+        if self.max is not None and (value >= self.max if self.exclusive else value > self.max):
+            return f"is {value!r}; {'below' if self.exclusive else 'at most'} {self.max}"
         return ""
 
 

@@ -24,7 +24,7 @@ TOP_LEVEL = {"name": TEXT, "description": TEXT, "platform": Option(str, PLATFORM
              "retrieval": Option(dict)}
 # [retrieval]: read by Memory.open (epic_edge/retrieval.py explains each)
 RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_score": COSINE,
-                     "item_gate_quantile": Option(float, min=0.0, max=1.0),
+                     "item_gate_quantile": Option(float, min=0.0, max=1.0, exclusive=True),
                      "hedge": Option(float, min=0.0)}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 
 import pytest
@@ -54,6 +55,16 @@ def test_unknown_backend_and_retrieval_key_are_refused(tmp_path):
         load_profile(path)
     path.write_text(BASE.format(verifier="") + "[retrieval]\nkk = 5\n", encoding="utf-8")
     with pytest.raises(ProfileError, match=r"\[retrieval\] kk is not a known key"):
+        load_profile(path)
+
+
+@pytest.mark.parametrize("quantile, message", [(0, "0; above 0.0"), (1.0, "1.0; below 1.0")])
+def test_a_quantile_at_either_end_is_refused_on_load(tmp_path, quantile, message):
+    path = tmp_path / "p.toml"
+    path.write_text(BASE.format(verifier="") + f"[retrieval]\nitem_gate_quantile = {quantile}\n",
+                    encoding="utf-8")
+    wanted = rf"{re.escape(str(path))}.*item_gate_quantile is {re.escape(message)}"
+    with pytest.raises(ProfileError, match=wanted):
         load_profile(path)
 
 
