@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
-from epic_edge.bench.relevance import Judgment
+from epic_edge.bench.relevance import Judgment, Question
 
 Labels = Mapping[tuple[str, str], tuple[int, int]]  # (qid, pid) -> (answers, aligned)
 
@@ -40,6 +41,39 @@ def score_list(qid: str, pids: Sequence[str], labels: Labels, k: int = 5) -> dic
             "ndcg": _dcg(gains) / best if best > 0 else 0.0,
             "unjudged": (len(found) - len(judged)) / max(len(found), 1),
             "returned": len(top) / k}
+
+
+def best_possible(qid: str, pids: Collection[str], labels: Labels,
+                  k: int = 5) -> dict[str, float]:
+    """The best P@k per axis that any ranking of `pids` could reach for `qid`, each axis on
+    its own: the judged positives among them, up to k (unjudged passages count as misses)."""
+    found = [labels[(qid, pid)] for pid in set(pids) if (qid, pid) in labels]
+    counts = {"answers": sum(a for a, _ in found), "aligned": sum(b for _, b in found),
+              "both": sum(1 for a, b in found if a and b)}
+    return {axis: min(k, n) / k for axis, n in counts.items()}
+
+
+def ceilings(questions: Sequence[Question], per_persona: Sequence[Mapping], labels: Labels,
+             k: int = 5) -> dict[str, dict[str, dict[str, float]]]:
+    """The best judged P@k per axis and split that any ranking could reach: of the passages in
+    EPIC's memory (per persona; runs that did not record them are skipped), and of every judged
+    passage for the question (the pool)."""
+    memory = {p["persona"]: p["memory_pids"] for p in per_persona if "memory_pids" in p}
+    pool: dict[str, set[str]] = defaultdict(set)
+    for qid, pid in labels:
+        pool[qid].add(pid)
+    sources = {"judged pool": lambda q: pool[q.qid]}
+    if memory and all(q.persona in memory for q in questions):
+        sources = {"EPIC's memory": lambda q: memory[q.persona], **sources}
+    out = {}
+    for name, pids_of in sources.items():
+        rows = {q.qid: best_possible(q.qid, pids_of(q), labels, k) for q in questions}
+        out[name] = {split: {axis: float(np.mean([rows[q.qid][axis] for q in part]))
+                             for axis in ("aligned", "answers", "both")}
+                     for split in ("dev", "test")
+                     if (part := [q for q in questions if q.split == split])}
+    return out
+
 
 
 def aggregate(per_question: Sequence[Mapping[str, float]]) -> dict[str, float]:

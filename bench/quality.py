@@ -15,11 +15,11 @@ from epic_edge.background import background_questions
 from epic_edge.baseline import StoreEverything
 from epic_edge.bench import common, corpora, metrics, policy, relevance
 from epic_edge.bench.judged_metrics import aggregate as judged_aggregate
-from epic_edge.bench.judged_metrics import score_list
+from epic_edge.bench.judged_metrics import ceilings, score_list
 from epic_edge.bench.quality_summary import render, summary, verifier_note
 from epic_edge.bench.ray_bench import engine_cluster
 from epic_edge.bench.systems import SYSTEMS, Borrowed, EpicMemory, RawItems, steer_vector
-from epic_edge.bench.variants import VARIANTS, KeptEntries, texts_only
+from epic_edge.bench.variants import VARIANTS, KeptEntries, entry_rows, texts_only
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.datasets import load_prefeval, load_prefwiki
 from epic_edge.errors import InvalidInputError
@@ -146,6 +146,7 @@ def rescore(result: dict[str, Any], labels: dict, config: dict[str, Any] | None 
     result["retrieval_config"] = config
     result["systems"] = judged_systems(questions, result["retrieved"], result["per_persona"],
                                        labels, result["k"], withheld)
+    result["ceilings"] = ceilings(questions, result["per_persona"], labels, result["k"])
     result["summary"] = summary(result)
     return result
 
@@ -287,6 +288,8 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
                               "indexing_s": epic.index_seconds,
                               "routing_accuracy": float(np.mean(routed)),
                               "item_cut": epic.memory.item_gate_now(),
+                              "memory_pids": [relevance.passage_id(row[3])
+                                              for row in entry_rows(epic.memory)],
                               "policy_evidence": policy_rows, "systems": {}}
     for name, cell in cells.items():
         family = name.split(":")[0].split("+")[0] if name != "coarse+fine" else "epic"

@@ -110,7 +110,21 @@ def render(result: dict[str, Any]) -> str:
         f"{np.mean([p['routing_accuracy'] for p in result['per_persona']]):.3f}; elapsed "
         f"{result['elapsed_s']:.0f} s",
     ]
-    return "\n".join(lines + _policy_lines(result.get("policy") or {}))
+    return "\n".join(lines + _ceiling_lines(result, s) + _policy_lines(result.get("policy") or {}))
+
+
+def _ceiling_lines(result: dict[str, Any], s: dict[str, Any]) -> list[str]:
+    """What a perfect ranking could reach, beside what the both target asks."""
+    ceilings, split = result.get("ceilings") or {}, s.get("split")
+    cells = [f"{name}: aligned {c[split]['aligned']:.3f}, answers {c[split]['answers']:.3f}, "
+             f"both {c[split]['both']:.3f}" for name, c in ceilings.items() if split in c]
+    if not cells:
+        return []
+    se = result["systems"]["store-everything"][split]
+    return [f"- best possible P@{result['k']} on the {split} split, any ranking of the "
+            f"passages judged so far (unjudged ones count as misses) in " + "; in ".join(cells)
+            + f" (the both target is {se['both'] + 0.05:.3f}, answers "
+            f"{se['answers'] - 0.02:.3f}, aligned {se['aligned'] + 0.15:.3f})"]
 
 
 def _policy_lines(pol: dict[str, Any]) -> list[str]:

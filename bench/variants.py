@@ -31,16 +31,22 @@ def hedge_vector(q: np.ndarray, pref_vectors: np.ndarray,
     return Steering(prefs, pref_vectors, hedge=temperature).steer(q)[0]
 
 
+def entry_rows(memory: Any) -> list[tuple]:
+    """The stored rows of a Memory's indexed entries, in index order."""
+    ids, _ = memory.store.entry_vectors(memory.embedder.dim)
+    rows = memory.store.entries_by_id(ids)
+    return [rows[int(i)] for i in ids]
+
+
 class KeptEntries:
     """The entries of an opened Memory with item and instruction vectors, ranked in memory."""
 
     def __init__(self, memory: Any, embedder: Any) -> None:
-        ids, _ = memory.store.entry_vectors(memory.embedder.dim)
-        rows = memory.store.entries_by_id(ids)
-        self.texts = [rows[int(i)][3] for i in ids]
+        rows = entry_rows(memory)
+        self.texts = [row[3] for row in rows]
         empty = np.empty((0, memory.embedder.dim), np.float32)
         self.item_vectors = embedder.embed(self.texts) if self.texts else empty
-        self.instruction_vectors = (embedder.embed([rows[int(i)][1] for i in ids])
+        self.instruction_vectors = (embedder.embed([row[1] for row in rows])
                                     if self.texts else empty)
         self.sum_vectors = (normalize_rows(self.item_vectors + self.instruction_vectors)
                             if self.texts else empty)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from epic_edge.bench import pooling, relevance
-from epic_edge.bench.judged_metrics import agreement, cohen_kappa, score_list
+from epic_edge.bench.judged_metrics import agreement, ceilings, cohen_kappa, score_list
 from epic_edge.bench.policy import choose_gate, used, with_cut
 from epic_edge.errors import InvalidInputError
 
@@ -88,6 +88,19 @@ def test_score_list_counts_axes_gain_and_unjudged():
     worse = score_list("q", ["d", "c", "a"], labels, k=3)["ndcg"]
     assert 0 < worse < 1
     assert score_list("q", [], labels)["ndcg"] == 0.0  # memory withheld: nothing found
+
+
+def test_ceilings_count_the_judged_positives_a_perfect_ranking_could_reach():
+    labels = {("w", p): (1, 1) for p in "abcdef"} | {("w", "g"): (0, 1), ("t", "a"): (1, 0)}
+    questions = [relevance.Question("w", "wiki", 0, 0, "dev", "?", "pref"),
+                 relevance.Question("t", "wiki", 1, 0, "test", "?", "pref")]
+    memory = [{"persona": 0, "memory_pids": ["a", "g", "x"]}, {"persona": 1, "memory_pids": []}]
+    got = ceilings(questions, memory, labels, k=5)
+    assert got["EPIC's memory"]["dev"] == {"aligned": 0.4, "answers": 0.2, "both": 0.2}
+    assert got["EPIC's memory"]["test"] == {"aligned": 0.0, "answers": 0.0, "both": 0.0}
+    assert got["judged pool"]["dev"] == {"aligned": 1.0, "answers": 1.0, "both": 1.0}
+    assert got["judged pool"]["test"]["answers"] == 0.2
+    assert list(ceilings(questions, [{"persona": 0}], labels)) == ["judged pool"]  # old runs
 
 
 def test_cohen_kappa_and_agreement():
