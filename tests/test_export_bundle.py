@@ -212,8 +212,12 @@ def test_phone_bundle_decides_as_linux_cpu_and_keeps_a_small_memory(phone_bundle
     source = LearnedVerifier(model_dir() / "epic-verifier-minilm" / "model.onnx")
     got = parity(source, decision, [p.preference for p in pairs], [p.passage for p in pairs],
                  threshold=float(bundle.profile.verifier["threshold"]))
-    assert got["max_abs_delta"] <= INT8_SOURCE_LIMIT and got["mean_abs_delta"] <= PARITY_LIMIT / 2
-    assert got["decisions_agree"] >= 0.97
+    source_meta = json.loads((model_dir() / "epic-verifier-minilm" / "model.json").read_text())
+    if source_meta.get("precision") == "int8":  # an older install: held to int8's own spread
+        assert got["max_abs_delta"] <= INT8_SOURCE_LIMIT
+        assert got["mean_abs_delta"] <= PARITY_LIMIT / 2 and got["decisions_agree"] >= 0.97
+    else:  # the shipped fp32 decision
+        assert got["max_abs_delta"] <= PARITY_LIMIT and got["decisions_agree"] == 1.0
     persona, corpus = load_sample_persona(), load_sample_corpus()
     with Memory.open(tmp_path / "phone.epic", bundle.profile, model_dir=bundle.model_dir) as mem:
         mem.add_preferences(persona["preferences"])

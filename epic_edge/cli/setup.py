@@ -41,11 +41,11 @@ def learned_verifier(config: dict[str, Any], models: Path, force: bool = False
     installed: dict[str, Path] = {}
     model = models / str(config.get("model", DEFAULT_MODEL))
     if force or not model.is_file():
-        from epic_edge.export.verifier.train import train_and_export
+        from epic_edge.export.verifier.train import train_shipped
 
         print(f"[setup] training the learned verifier once into {model.parent}", file=sys.stderr,
               flush=True)
-        train_and_export(model.parent, first_round=True)  # the shipped model (train.py --help)
+        train_shipped(model.parent)
     installed["learned verifier"] = model
     if config.get("instructions", "template") == "llm":
         llm = {"backend": config.get("llm_backend", "llama-cpp")}

@@ -177,12 +177,23 @@ def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese"
     return {**manifest, "path": str(path)}
 
 
+def train_shipped(out_dir: Path) -> dict[str, Any]:
+    """The shipped decision (what `epic-edge setup` installs): the first round's recipe,
+    exported with fp32 weights and activations. Dynamic int8 scores 3x faster here but rounds
+    each input by its own range, so a score moves with the runtime's kernels (0.05-0.06 in
+    P(Keep) between onnxruntime settings and ExecuTorch) and ONNX Runtime's CUDA provider cannot
+    run it; in fp32 every device's program scores as linux-cpu does (BENCHMARKS.md)."""
+    return train_and_export(out_dir, quantize=False, first_round=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m epic_edge.export.verifier.train",
                                      description=__doc__)
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: MODELS/epic-verifier-minilm)")
-    parser.add_argument("--fp32", action="store_true", help="skip int8 quantisation")
+    parser.add_argument("--fp32", action="store_true",
+                        help="skip int8 quantisation (study, siamese, cross-encoder; the "
+                             "shipped model is always fp32)")
     parser.add_argument("--kind", choices=["shipped", "study", "siamese", "cross-encoder"],
                         default="shipped",
                         help="shipped (default): siamese, every layer fine-tuned on the first "
@@ -211,10 +222,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(train_default(args.out, quantize=not args.fp32, threads=args.threads),
                          indent=2))
         return 0
-    shipped = args.kind == "shipped"
-    info = train_and_export(args.out, quantize=not args.fp32,
-                            kind="siamese" if shipped else args.kind, cv_folds=args.cv_folds,
-                            first_round=shipped, **params)
+    if args.kind == "shipped":
+        if params or args.cv_folds or args.fp32:
+            parser.error("--kind shipped is a fixed recipe; pass --kind siamese to change "
+                         "its settings")
+        info = train_shipped(args.out)
+    else:
+        info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind,
+                                cv_folds=args.cv_folds, **params)
     print(json.dumps(info, indent=2))
     return 0
 
