@@ -1,9 +1,11 @@
 """`epic-edge build`: a memory file per persona from one corpus, in one process or on Ray.
 
-The corpus is embedded once for every persona (shared); the coarse filter, the verifier's
-decisions and the memory file are per persona. On Ray the embedding and coarse filter run
-as a Ray Data pipeline, verification as an actor pool and each persona's file as one task;
-the files are the same as one process writes (tests/test_ray_engine.py)."""
+The corpus is embedded once for every persona (shared), and so are a siamese learned
+verifier's passage vectors; the coarse filter, the verifier's decisions (then a dot product
+per candidate preference) and the memory file are per persona. On Ray the embedding and
+coarse filter run as a Ray Data pipeline (the passage vectors too), verification as an actor
+pool and each persona's file as one task; the files are the same as one process writes
+(tests/test_ray_engine.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from epic_edge.bench import common, corpora
+from epic_edge.bench.ray_bench import engine_cluster
 from epic_edge.bench.replay import Job, ReplayVerifier
 from epic_edge.bench.systems import Borrowed, EpicMemory
-from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
+from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors, shares_passages, warm_passages
 from epic_edge.datasets import load_prefwiki
 from epic_edge.errors import InvalidInputError
 from epic_edge.stages import normalize_rows
@@ -51,28 +54,31 @@ def run(out: Path, *, corpus: str = "sample", personas: str | None = "0-1",
     spec = (str(profile), str(model_dir))  # a name or a .toml path each worker can read
     vspec = ("verifier", *spec, name, instructions)
     stages: dict[str, float] = {}
+    cluster = engine_cluster(engine, profile, model_dir, name, instructions, address, workers,
+                             progress)
     if engine == "local":
         embedder = common.make_embedder(prof, model_dir)
         vectors, stages["embed_s"] = corpus_vectors(corpus, items, embedder,
                                                     corpora.data_dir() / "vectors",
                                                     progress=progress)
+        passages = _shared_passages(vspec, items, corpus, progress, None, stages)
         t0 = time.perf_counter()
-        rows = [build_persona(p, prefs[p], out, vspec, tau, items, vectors, None)
+        rows = [build_persona(p, prefs[p], out, vspec, tau, items, vectors, None, passages)
                 for p in chosen]
         stages["personas_s"] = time.perf_counter() - t0
     else:
         from epic_edge.bench import ray_engine
 
-        ray_engine.start(address)
         embedder = ray_engine.load("embedder", *spec)
         pref_vectors = [normalize_rows(embedder.embed(prefs[p])) for p in chosen]
         vectors, cands, stages["embed_filter_s"] = ray_engine.embed_and_filter(
             [it.text for it in items], ("embedder", *spec), workers, pref_vectors, tau,
             progress=progress)
+        passages = _shared_passages(vspec, items, corpus, progress, cluster, stages)
         jobs = {p: _jobs(items, prefs[p], cands[:, n]) for n, p in enumerate(chosen)}
         urls = servers or [None]
         vspecs = [(*vspec, urls[w % len(urls)]) for w in range(workers)]
-        pool = ray_engine.VerifierPool(vspecs)
+        pool = ray_engine.VerifierPool(vspecs, passages)
         verdicts, stages["verify_s"] = pool.judge([j for js in jobs.values() for j in js],
                                                   progress=progress)
         pool.close()
@@ -97,6 +103,31 @@ def run(out: Path, *, corpus: str = "sample", personas: str | None = "0-1",
             "elapsed_s": time.perf_counter() - started, "machine": common.machine()}
 
 
+def siamese_verifier(vspec: tuple) -> Any:
+    """The build's verifier, loaded in this process, when it is a siamese learned one (its
+    passage vectors can serve every persona); None for any other, which is not loaded here
+    (an LLM would load once more)."""
+    from epic_edge.bench.ray_engine import load
+
+    if vspec[3] != "learned":
+        return None
+    verifier = load(*vspec[:5])
+    return verifier if shares_passages(verifier) else None
+
+
+def _shared_passages(vspec: tuple, items: list[Item], corpus: str, progress: bool,
+                     cluster: Any, stages: dict[str, float]) -> tuple | None:
+    """The corpus's passage vectors of a siamese learned verifier, once for every persona
+    (cached; on Ray computed by the cluster's pipeline); `stages` gets their seconds."""
+    t0 = time.perf_counter()
+    verifier = siamese_verifier(vspec)
+    if verifier is None:
+        return None
+    passages = warm_passages(verifier, items, corpus, progress=progress, cluster=cluster)
+    stages["passages_s"] = time.perf_counter() - t0
+    return passages
+
+
 def _jobs(items: list[Item], prefs: list[str], cands: np.ndarray) -> list[Job]:
     """The verification jobs of one persona: items with survivors, and the survivors' texts."""
     return [(items[i].text, tuple(prefs[j] for j in row if j >= 0))
@@ -105,18 +136,20 @@ def _jobs(items: list[Item], prefs: list[str], cands: np.ndarray) -> list[Job]:
 
 def build_persona(p_index: int, prefs: list[str], out: Path, vspec: tuple, tau: float,
                   items: list[Item], vectors: np.ndarray,
-                  verdicts: dict[Job, Verdict] | None) -> dict[str, Any]:
+                  verdicts: dict[Job, Verdict] | None,
+                  passages: tuple | None = None) -> dict[str, Any]:
     """One persona's memory file through the runtime's own ingest. With `verdicts` (judged
     ahead by a pool) the verifier replays them; any call not judged ahead goes to the real
-    verifier and counts as a replay miss."""
-    from epic_edge.bench.ray_engine import load
+    verifier and counts as a replay miss. `passages`: the corpus's shared passage vectors
+    (texts, vectors) for a siamese learned verifier."""
+    from epic_edge.bench.ray_engine import load, load_verifier
 
     t0, cpu = time.perf_counter(), time.process_time()
     kind, prof_name, models = vspec[:3]
     prof, _ = common.profile_and_models(prof_name, Path(models))
     embedder = CachedEmbedder(load("embedder", prof_name, models), [it.text for it in items],
                               vectors)
-    real = lambda: load(*vspec)  # noqa: E731  (loaded once per process, lent to each memory)
+    real = lambda: load_verifier(vspec, passages)  # noqa: E731  (loaded once per process, lent to each memory)
     verifier = real() if verdicts is None else ReplayVerifier(verdicts, fallback=real)
     path = out / f"persona-{p_index}.epic"
     for old in out.glob(f"persona-{p_index}.epic*"):

@@ -20,7 +20,7 @@ from epic_edge.bench.quality_summary import render, summary, verifier_note
 from epic_edge.bench.ray_bench import engine_cluster
 from epic_edge.bench.systems import SYSTEMS, Borrowed, EpicMemory, RawItems, steer_vector
 from epic_edge.bench.variants import VARIANTS, KeptEntries, entry_rows, texts_only
-from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
+from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors, warm_passages
 from epic_edge.datasets import load_prefeval, load_prefwiki
 from epic_edge.errors import InvalidInputError
 from epic_edge.retrieval import best_raw_score, uses_memory
@@ -74,7 +74,8 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     log(f"bench quality: {len(questions)} judged questions ({split}), {len(by_persona)} "
         f"personas, {corpus} corpus ({len(items)} chunks), verifier {verifier}, tau {tau}; {note}")
     verifier_obj = common.make_verifier(prof, model_dir, verifier, instructions)
-    passages = _warm_passages(verifier_obj, items, corpus, progress, cluster)
+    passages = warm_passages(verifier_obj, items, corpus, progress=progress,
+                             cluster=cluster)
     wiki = load_prefwiki()
     if cluster is not None:
         cluster.start_pool(passages)
@@ -176,21 +177,6 @@ def judged_systems(questions: list[relevance.Question], retrieved: dict, per_per
                                    if name == "epic" else None)
         out[name] = cell
     return out
-
-
-def _warm_passages(verifier: Any, items: list, corpus: str, progress: bool,
-                   cluster: Any = None) -> tuple[list[str], np.ndarray] | None:
-    """Give a siamese learned verifier the corpus's passage vectors, computed once and cached
-    (the same vectors it would compute item by item, so kept items do not change); returns
-    them (None for another verifier) for the workers of a cluster."""
-    if getattr(verifier, "kind", None) != "siamese":
-        return None
-    name = f"{corpus}-verifier"
-    vectors, _ = (cluster.corpus_vectors(name, items, verifier, kind="verifier") if cluster
-                  else corpus_vectors(name, items, verifier, corpora.data_dir() / "vectors",
-                                      progress=progress))
-    verifier.remember_passages([it.text for it in items], vectors)
-    return [it.text for it in items], vectors
 
 
 def _store_everything_bytes(root: Path, embedder: Any, items: list, vectors: np.ndarray,

@@ -92,6 +92,15 @@ def load(kind: str, profile: str, models: str, name: str | None = None,
     return _MODELS[key]
 
 
+def load_verifier(spec: tuple, passages: tuple | None = None) -> Any:
+    """load(*spec), given the corpus's shared passage vectors (texts, vectors) when it takes
+    them (a siamese learned verifier; bench/vectors.warm_passages)."""
+    verifier = load(*spec)
+    if passages is not None and hasattr(verifier, "remember_passages"):
+        verifier.remember_passages(*passages)
+    return verifier
+
+
 class EmbedFilter:
     """Ray Data stage: embed blocks of rows (model loaded once per actor) and give each row its
     coarse-filter survivors per persona: an (personas, max prefs) array, best first, -1 padded.
@@ -161,9 +170,7 @@ class VerifyWorker:
     at this worker's OpenAI-compatible server when configured)."""
 
     def __init__(self, spec: tuple, passages: tuple | None = None) -> None:
-        self.verifier = load(*spec)
-        if passages is not None and hasattr(self.verifier, "remember_passages"):
-            self.verifier.remember_passages(*passages)
+        self.verifier = load_verifier(spec, passages)
 
     def judge(self, index: int, jobs: list[Job]) -> tuple[int, list[Verdict | None], float]:
         cpu = time.process_time()

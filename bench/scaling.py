@@ -14,20 +14,23 @@ from typing import Any
 import numpy as np
 
 from epic_edge.bench import common, corpora, ray_engine
-from epic_edge.bench.build import _jobs, build_persona
+from epic_edge.bench.build import _jobs, build_persona, siamese_verifier
+from epic_edge.bench.scaling_plan import INTRO, plan
 from epic_edge.datasets import load_prefwiki
 from epic_edge.stages import normalize_rows
 
 PAPER = {"items": 6_900_000, "personas": 100}  # EPIC's Wikipedia memory build
-STAGES = ("embed", "verify", "personas")
+STAGES = ("embed", "passages", "verify", "personas")  # "passages": a siamese verifier only
 
 
 def run(*, corpus: str = "wiki", chunks: int = 4096, personas: str = "0-3",
         workers: tuple[int, ...] = (1, 2), profile: str = "linux-cpu",
         models: Path | None = None, out: Path | None = None, progress: bool = True,
         log=print) -> dict[str, Any]:
-    """Run the three stages on `chunks` chunks for each worker count (a fresh local cluster
-    with that many CPUs each time); items per second per stage, speed-ups, projection."""
+    """Run the stages on `chunks` chunks for each worker count (a fresh local cluster with
+    that many CPUs each time); items per second per stage, speed-ups, projection. A siamese
+    learned verifier's passage vectors are a shared stage ("passages": its encoder over the
+    corpus once), and the verify stage decides from them as `build` does."""
     import ray
 
     prof, model_dir = common.profile_and_models(profile, models)
@@ -36,8 +39,10 @@ def run(*, corpus: str = "wiki", chunks: int = 4096, personas: str = "0-3",
     chosen = common.parse_personas(personas, len(wiki))
     prefs = {p: list(dict.fromkeys(common.persona_questions(wiki[p])[0])) for p in chosen}
     spec = (profile, str(model_dir))
-    vspec = ("verifier", *spec, None, "template")
+    vspec = ("verifier", *spec, common.verifier_name(prof, None), "template")
     embedder = ray_engine.load("embedder", *spec)
+    shared = siamese_verifier(vspec) is not None
+    texts = [it.text for it in items]
     pref_vectors = [normalize_rows(embedder.embed(prefs[p])) for p in chosen]
     scratch = tempfile.TemporaryDirectory(prefix="epic-scaling-")
     folder = Path(out or scratch.name)
@@ -48,13 +53,20 @@ def run(*, corpus: str = "wiki", chunks: int = 4096, personas: str = "0-3",
         row: dict[str, Any] = {"workers": w, "load_avg_before": list(os.getloadavg())}
         stats: dict[str, float] = {}
         vectors, cands, seconds = ray_engine.embed_and_filter(
-            [it.text for it in items], ("embedder", *spec), w, pref_vectors, prof.tau,
-            progress=progress, stats=stats)
+            texts, ("embedder", *spec), w, pref_vectors, prof.tau, progress=progress,
+            stats=stats)
         row["embed"] = {**_rate(len(items), seconds, stats["cpu_s"]),
                         "busy_s": stats["busy_s"]}  # actors' wall time inside their calls
+        passages = None
+        if shared:
+            found, _, seconds = ray_engine.embed_and_filter(texts, (*vspec, None), w,
+                                                            progress=progress, stats=stats)
+            row["passages"] = {**_rate(len(items), seconds, stats["cpu_s"]),
+                               "busy_s": stats["busy_s"]}
+            passages = (texts, found)
         jobs = {p: _jobs(items, prefs[p], cands[:, n]) for n, p in enumerate(chosen)}
         every = list(dict.fromkeys(j for js in jobs.values() for j in js))
-        pool = ray_engine.VerifierPool([(*vspec, None)] * w)
+        pool = ray_engine.VerifierPool([(*vspec, None)] * w, passages)
         warm = ray_engine.JOBS_PER_CALL * w  # the first calls wait for the models to load
         verdicts, _ = pool.judge(every[:warm], progress=False)
         cpu = pool.cpu_s
@@ -74,19 +86,28 @@ def run(*, corpus: str = "wiki", chunks: int = 4096, personas: str = "0-3",
         row["kept"] = sum(r["kept_items"] for r in built)
         row["load_avg_after"] = list(os.getloadavg())
         rows.append(row)
-        log(f"  {w} worker(s): " + ", ".join(f"{s} {row[s]['per_s']:.1f}/s" for s in STAGES))
+        log(f"  {w} worker(s): " + ", ".join(f"{s} {row[s]['per_s']:.1f}/s"
+                                             for s in STAGES if s in row))
     ray.shutdown()
     scratch.cleanup()
     first, last = rows[0], rows[-1]
     survivors = sum(len(js) for js in jobs.values()) / (len(items) * len(chosen))
     result = {"bench": "scaling", "corpus": corpus, "chunks": len(items), "personas": chosen,
               "profile": prof.name, "tau": prof.tau, "rows": rows,
-              "speedup": {s: last[s]["per_s"] / first[s]["per_s"] for s in STAGES},
+              "speedup": {s: last[s]["per_s"] / first[s]["per_s"] for s in stages_of(rows)},
+              "dims": {"embed": int(vectors.shape[1]),
+                       **({"passages": int(passages[1].shape[1])} if passages else {})},
               "survivor_share": survivors,
               "kept_share": first["kept"] / max(sum(len(js) for js in jobs.values()), 1),
               "machine": common.machine()}
     result["projection"] = project(result)
     return result
+
+
+def stages_of(rows: list[dict[str, Any]]) -> list[str]:
+    """The stages a run measured (no "passages" when the verifier shares none, or in a run
+    from before they were shared)."""
+    return [s for s in STAGES if s in rows[0]]
 
 
 def _rate(count: int, seconds: float, cpu_s: float) -> dict[str, float]:
@@ -99,34 +120,38 @@ def _rate(count: int, seconds: float, cpu_s: float) -> dict[str, float]:
 def project(result: dict[str, Any], day_s: float = 86_400.0) -> dict[str, Any]:
     """Worker-hours per stage at the paper's scale from one worker's items per CPU-second
     measured here; workers for a one-day build at the efficiency of two workers (their items
-    per CPU-second over one worker's: the per-item work that parallelism adds)."""
+    per CPU-second over one worker's: the per-item work that parallelism adds). The shared
+    stages (embed, passages) count once per corpus item, verify and personas once per
+    (item, persona) that passes the coarse filter, at the rate measured for them."""
     one, two = result["rows"][0], result["rows"][-1]
     n, p, share = PAPER["items"], PAPER["personas"], result["survivor_share"]
-    work = {"embed": n, "verify": n * p * share, "personas": n * p * share}
-    hours = {s: work[s] / one[s]["per_cpu_s"] / 3600 for s in STAGES}
-    efficiency = {s: two[s]["per_cpu_s"] / one[s]["per_cpu_s"] for s in STAGES}
+    stages = stages_of(result["rows"])
+    per_corpus = {"embed": n, "passages": n}
+    work = {s: per_corpus.get(s, n * p * share) for s in stages}
+    hours = {s: work[s] / one[s]["per_cpu_s"] / 3600 for s in stages}
+    efficiency = {s: two[s]["per_cpu_s"] / one[s]["per_cpu_s"] for s in stages}
     total = sum(hours.values())
-    workers_day = sum(hours[s] * 3600 / max(min(efficiency[s], 1.0), 0.1) for s in STAGES) / day_s
+    workers_day = sum(hours[s] * 3600 / max(min(efficiency[s], 1.0), 0.1) for s in stages) / day_s
     return {"items": n, "personas": p, "work": work, "worker_hours": hours,
-            "share_of_time": {s: hours[s] / total for s in STAGES},
+            "share_of_time": {s: hours[s] / total for s in stages},
             "efficiency_2_workers": efficiency, "worker_hours_total": total,
             "workers_for_one_day": workers_day,
             "wall_hours_one_process": total,
             "wall_hours_64_workers": sum(hours[s] / (64 * max(min(efficiency[s], 1.0), 0.1))
-                                         for s in STAGES)}
+                                         for s in stages)}
 
 
 def render(result: dict[str, Any]) -> str:
     rows = [[s, str(r["workers"]), f"{r[s]['items']:,}", f"{r[s]['seconds']:.1f}",
              f"{r[s]['per_s']:.1f}", f"{r[s]['cpu_s']:.1f}", f"{r[s]['per_cpu_s']:.1f}",
              f"{r['load_avg_before'][0]:.1f}"]
-            for s in STAGES for r in result["rows"]]
+            for s in stages_of(result["rows"]) for r in result["rows"]]
     head = ["stage", "workers", "items", "wall s", "items/s", "workers' CPU s",
             "items per CPU-s", "load (1 min)"]
     pr = result["projection"]
     plan = [[s, f"{pr['work'][s]:,.0f}", f"{result['rows'][0][s]['per_cpu_s']:.1f}",
              f"{pr['worker_hours'][s]:,.0f}", f"{pr['share_of_time'][s]:.0%}",
-             f"{pr['efficiency_2_workers'][s]:.2f}"] for s in STAGES]
+             f"{pr['efficiency_2_workers'][s]:.2f}"] for s in pr["work"]]
     plan_head = ["stage", "work at paper scale", "items/s/worker (per CPU-s)", "worker-hours",
                  "share", "2-worker efficiency"]
     return "\n".join([
@@ -136,7 +161,7 @@ def render(result: dict[str, Any]) -> str:
         f"{result['survivor_share']:.1%} of the chunks; the verifier keeps "
         f"{result['kept_share']:.1%} of those.",
         "- Wall-clock speed-up of 2 workers over 1 (load above): " + ", ".join(
-            f"{s} {result['speedup'][s]:.2f}x" for s in STAGES) + ".",
+            f"{s} {result['speedup'][s]:.2f}x" for s in result["speedup"]) + ".",
         f"- Target, embedding with 2 workers >= 1.7x one: {result['speedup']['embed']:.2f}x "
         f"wall-clock at a load of {result['rows'][-1]['load_avg_before'][0]:.1f} on 2 shared "
         f"cores ({'met' if result['speedup']['embed'] >= 1.7 else 'not shown here'}); the "
@@ -161,66 +186,6 @@ def section(out: Path) -> list[str]:
     result = json.loads(path.read_text(encoding="utf-8"))
     return ["## The bench at paper scale, on Ray", "", INTRO, "", render(result), "",
             *plan(result), ""]
-
-
-INTRO = (
-    "`epic-edge build --engine ray` and `bench quality|stream --engine ray` run the bench's own "
-    "stages on a Ray cluster: the corpus is embedded and coarse-filtered by a Ray Data "
-    "pipeline (blocks of 1,024 chunks, as one process embeds them; an actor pool whose actors "
-    "load the embedder once), the fine verification is an actor pool (the learned decision; "
-    "with `--servers`, an OpenAI-compatible LLM server per worker), and each persona's memory "
-    "file is one task running the runtime's own ingest over the items its coarse filter "
-    "passed, replaying the pool's verdicts. On a 2-CPU local cluster the files hold the same "
-    "kept items, entries and scores (to 1e-6) as one process's (tests/test_ray_engine.py). "
-    "The figures below come from `python -m epic_edge.bench.scaling` on this machine, whose 2 "
-    "cores are shared with other engineers' jobs: the load column is the 1-minute load average "
-    "when each run began (above 2, workers waited for a core), so wall-clock rates, and most "
-    "of all the 2-worker ones, understate what dedicated cores give. The projection therefore "
-    "uses items per CPU-second of the workers (what one worker does on a core of its own), "
-    "and as efficiency the 2 workers' items per CPU-second over one worker's (the per-item "
-    "work that splitting the stage adds).")
-
-
-def plan(result: dict[str, Any]) -> list[str]:
-    """The written plan: what is shared, where the bottleneck moves, the assumptions."""
-    pr, share = result["projection"], result["survivor_share"]
-    jobs = pr["work"]["verify"]
-    shared = 2 * pr["worker_hours"]["embed"] + pr["worker_hours"]["personas"]
-    return [
-        "**Shared and per persona.** Shared, once for all personas: the corpus vectors "
-        f"({pr['items']:,} embeddings, {pr['items'] * 384 * 4 / 1e9:.1f} GB as float32), the only "
-        "stage that grows with the corpus alone. Per persona: the coarse filter (a dot product "
-        "per preference inside the pipeline's batches: negligible), the verifier's decision for "
-        f"each item that passes ({share:.1%} here, so {jobs:,.0f} decisions for 100 personas) "
-        "and the persona's file (its task ingests those survivors and writes what is kept).",
-        "",
-        "**Where the bottleneck moves.** With a few personas, embedding the corpus dominates. "
-        "Per-persona work grows with personas while embedding does not: at 100 personas "
-        f"verification and persona files take {1 - pr['share_of_time']['embed']:.0%} of the "
-        "worker-hours. The learned decision as built here encodes each survivor's passage once "
-        "per (item, persona); its passage vectors can be shared across personas as `bench "
-        "quality` does (a second embedding pass of the corpus, about the embed row's "
-        "worker-hours), and a decision is then a dot product: the two shared embedding passes "
-        f"(about {2 * pr['worker_hours']['embed']:,.0f} worker-hours) are the bottleneck again, "
-        f"the whole build about {shared:,.0f} worker-hours, and the persona files follow; "
-        "they need no shared state (one task per persona, any number of machines). With an "
-        "LLM deciding, as in the paper (a call per surviving item), "
-        f"verification dominates everything else: {jobs:,.0f} calls, at an assumed 20 calls/s "
-        f"per GPU server {jobs / 20 / 3600:,.0f} GPU-hours ({jobs / 20 / 3600 / 8 / 24:,.1f} days "
-        "on 8 GPUs). Not done here: at that size the pipeline should write vectors and survivor "
-        "lists to Parquet shards (`Dataset.write_parquet`) instead of gathering them in the "
-        "driver, and the persona tasks read their shards.",
-        "",
-        "**Assumptions.** An article is one item (the device corpus's Wikipedia chunks are lead "
-        "extracts; full articles chunked at 256 tokens multiply the item count and every row). "
-        "The survivor and kept shares measured on these personas and chunks hold for the "
-        "paper's (PrefWiki personas, tau of the linux-cpu profile). One worker is one CPU core "
-        "running the int8 MiniLM with one thread, as fast as a worker's CPU-second here; a "
-        "stage's rate grows with workers at the 2-worker efficiency measured here (capped at 1, "
-        "floored at 0.1); the stages run one "
-        "after another (a streaming pipeline would overlap them); scheduling and object "
-        "transfer at hundreds of workers are not measured.",
-    ]
 
 
 def _contention(embed: dict[str, float]) -> str:

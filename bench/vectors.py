@@ -7,9 +7,11 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from epic_edge.bench import corpora
 from epic_edge.protocols import Embedder
 from epic_edge.types import Item
 
@@ -67,6 +69,29 @@ def corpus_vectors(
     np.save(final, done)
     partial.unlink(missing_ok=True)
     return done, float(meta["seconds"])
+
+
+def shares_passages(verifier: Any) -> bool:
+    """Whether `verifier` compares its own vector of a passage with each preference's (a
+    siamese learned verifier): then a corpus's passage vectors serve every persona."""
+    return getattr(verifier, "kind", None) == "siamese"
+
+
+def warm_passages(verifier: Any, items: Sequence[Item], corpus: str, *, progress: bool = True,
+                  cluster: Any = None) -> tuple[list[str], np.ndarray] | None:
+    """Give a siamese learned verifier the corpus's passage vectors, computed once and cached
+    as `<corpus>-verifier` (the same vectors it would compute item by item, so kept items do
+    not change; on Ray `cluster`, a bench/ray_bench.RayBench, fills the cache); returns them
+    (None for another verifier) for other processes' verifiers."""
+    if not shares_passages(verifier):
+        return None
+    name = f"{corpus}-verifier"
+    vectors, _ = (cluster.corpus_vectors(name, items, verifier, kind="verifier") if cluster
+                  else corpus_vectors(name, items, verifier, corpora.data_dir() / "vectors",
+                                      progress=progress))
+    texts = [it.text for it in items]
+    verifier.remember_passages(texts, vectors)
+    return texts, vectors
 
 
 class CachedEmbedder:
