@@ -174,7 +174,7 @@ def render(result: dict[str, Any]) -> str:
         f"- In all {pr['worker_hours_total']:,.0f} worker-hours: one process would take "
         f"{pr['wall_hours_one_process'] / 24:,.0f} days; a one-day build needs about "
         f"{pr['workers_for_one_day']:,.0f} workers at the measured 2-worker efficiency; 64 "
-        f"workers take about {pr['wall_hours_64_workers']:,.0f} hours.",
+        f"workers take about {pr['wall_hours_64_workers']:,.1f} hours.",
     ])
 
 
