@@ -75,7 +75,6 @@ def ceilings(questions: Sequence[Question], per_persona: Sequence[Mapping], labe
     return out
 
 
-
 def aggregate(per_question: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """Means over questions (unjudged: share of all returned passages)."""
     if not per_question:

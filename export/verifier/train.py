@@ -179,10 +179,11 @@ def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese"
 
 def train_shipped(out_dir: Path) -> dict[str, Any]:
     """The shipped decision (what `epic-edge setup` installs): the first round's recipe,
-    exported with fp32 weights and activations. Dynamic int8 scores 3x faster here but rounds
-    each input by its own range, so a score moves with the runtime's kernels (0.05-0.06 in
-    P(Keep) between onnxruntime settings and ExecuTorch) and ONNX Runtime's CUDA provider cannot
-    run it; in fp32 every device's program scores as linux-cpu does (BENCHMARKS.md)."""
+    exported with fp32 weights and activations. Dynamic int8 scores 2-3x faster here but
+    rounds each input by its own range, so a score moves with the runtime's kernels (0.05-0.06
+    in P(Keep) between onnxruntime settings and ExecuTorch) and ONNX Runtime's CUDA provider
+    cannot run it; in fp32 every device's program scores as linux-cpu does
+    (docs/devices/galaxy-z-flip6.md, bench/results/learned_parity.json)."""
     return train_and_export(out_dir, quantize=False, first_round=True)
 
 
