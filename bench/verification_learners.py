@@ -22,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.calibrate import LabelledPair, best_f1_threshold, keep_metrics, pr_curve
+from epic_edge.calibrate import (
+    CLUSTER_COSINE,
+    LabelledPair,
+    best_f1_threshold,
+    keep_metrics,
+    linked_roots,
+    pr_curve,
+)
 from epic_edge.export.verifier.blend import blend_scores, fit_blend
 from epic_edge.export.verifier.cv import preference_folds
 from epic_edge.export.verifier.learners import (
@@ -47,7 +54,6 @@ LEARNERS = (
     LearnerSpec("cross-encoder, top 2 layers, 3 epochs", kind="cross-encoder", frozen=4,
                 epochs=3),
 )
-CLUSTER_COSINE = 0.75  # preferences this close share a fold, as the train/test split does
 BLEND = " + coarse-cosine blend"
 
 
@@ -64,18 +70,8 @@ def cluster_folds(pairs: list[LabelledPair], vectors: dict[str, np.ndarray], k: 
                   link: float = CLUSTER_COSINE) -> np.ndarray:
     """Fold of each pair; preferences linked by cosine >= `link` (transitively) share one."""
     prefs = sorted({p.preference for p in pairs})
-    parent = list(range(len(prefs)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    pv = np.stack([vectors[t] for t in prefs])
-    for i, j in zip(*np.nonzero(np.triu(pv @ pv.T, 1) >= link)):
-        parent[root(int(i))] = root(int(j))
-    rep = {t: prefs[root(i)] for i, t in enumerate(prefs)}
+    roots = linked_roots(np.stack([vectors[t] for t in prefs]), link)
+    rep = {t: prefs[roots[i]] for i, t in enumerate(prefs)}
     return preference_folds([replace(p, preference=rep[p.preference]) for p in pairs], k)
 
 

@@ -17,6 +17,7 @@ from epic_edge.protocols import Embedder
 
 SPLITS = ("train", "test")
 FIRST_ROUND_IDS = 10_000  # pair ids below: the first labelling round; the second starts here
+CLUSTER_COSINE = 0.75  # preferences this close (transitively) stay on one side of a split
 DEFAULT_TARGET_RECALL = 0.95
 
 
@@ -64,6 +65,23 @@ def load_verification_set(split: str = "test", path: Path | str | None = None
             if path is None or split == "all" or pair.split == split:
                 pairs.append(pair)
     return pairs
+
+
+def linked_roots(vectors: np.ndarray, link: float = CLUSTER_COSINE) -> list[int]:
+    """Single linkage of unit row vectors: each row's group, named by one member's index
+    (rows linked by cosine >= `link`, transitively, share it). The merge of the labelled set
+    splits by these groups and the learners study folds by them."""
+    parent = list(range(len(vectors)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, j in zip(*np.nonzero(np.triu(vectors @ vectors.T >= link, 1))):
+        parent[root(int(i))] = root(int(j))
+    return [root(i) for i in range(len(vectors))]
 
 
 def keep_metrics(labels: Sequence[bool], predictions: Sequence[bool]) -> dict[str, float]:

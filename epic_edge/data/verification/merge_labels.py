@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from epic_edge.calibrate import FIRST_ROUND_IDS  # second-round pair ids start here
+from epic_edge.calibrate import FIRST_ROUND_IDS, linked_roots  # second round: ids from there
 
 HERE = Path(__file__).resolve().parent
 LABELS = ("Keep", "Discard")
-CLUSTER_COSINE, TEST_PERCENT = 0.75, 37
+TEST_PERCENT = 37
 FIELDS = ("id", "split", "preference", "style", "source", "title", "topic", "passage", "label",
           "reason", "minilm_cosine")
 
@@ -73,21 +73,10 @@ def cohen_kappa(first: Sequence[str], second: Sequence[str]) -> float:
 
 
 def clusters(texts: Sequence[str], vectors: np.ndarray) -> list[list[int]]:
-    """Groups of preferences linked by cosine >= CLUSTER_COSINE (single linkage)."""
-    parent = list(range(len(texts)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    sims = vectors @ vectors.T
-    for i, j in zip(*np.nonzero(np.triu(sims >= CLUSTER_COSINE, 1))):
-        parent[root(int(i))] = root(int(j))
+    """Groups of preferences linked by cosine >= calibrate.CLUSTER_COSINE (single linkage)."""
     groups: dict[int, list[int]] = {}
-    for i in range(len(texts)):
-        groups.setdefault(root(i), []).append(i)
+    for i, group in enumerate(linked_roots(vectors)):
+        groups.setdefault(group, []).append(i)
     return list(groups.values())
 
 
