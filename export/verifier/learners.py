@@ -24,7 +24,14 @@ from epic_edge.calibrate import LabelledPair
 
 from ..minilm_onnx import _pooled_encoder, find_minilm_weights, load_minilm_encoder
 from .adapter import adapted_encoder, adapter_logits, build_adapter, fit_adapter
-from .nets import _torch, build_cross_encoder, export_embedding_onnx, export_onnx
+from .nets import (
+    _torch,
+    build_cross_encoder,
+    clipped_step,
+    export_embedding_onnx,
+    export_onnx,
+    warmup_decay,
+)
 from .nets import load_tokenizer as _load_tokenizer
 from .states import FrozenStates, mean_pool, pad_states, run_layers
 
@@ -172,9 +179,7 @@ def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
     pos_weight = (1 - y).sum() / y.sum().clamp(min=1)
     opt = torch.optim.AdamW([{"params": list(top.parameters()), "lr": spec.lr},
                              {"params": head_params, "lr": spec.lr * 10}], weight_decay=0.01)
-    steps = spec.epochs * -(-len(pairs) // spec.batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda k: min(1.0, (k + 1) / max(1, steps // 10)) * max(0.0, 1 - k / steps))
+    sched = warmup_decay(torch, opt, spec.epochs, len(pairs), spec.batch_size)
     rng, t_start = np.random.default_rng(spec.seed), time.perf_counter()
     for epoch in range(spec.epochs):
         top.train()
@@ -183,11 +188,7 @@ def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
                 _logits(torch, bench, model, [pairs[i] for i in idx]), y[idx],
                 pos_weight=pos_weight)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(top.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            clipped_step(torch, loss, opt, sched, top)
             total += loss.item() * len(idx)
         log(f"  {spec.name}: epoch {epoch + 1}/{spec.epochs} loss {total / len(pairs):.4f} "
             f"({len(pairs)} pairs, {time.perf_counter() - t_start:.0f} s so far)")

@@ -22,6 +22,24 @@ def _torch() -> Any:
     return optional_import("torch", "export", "training the learned verifier")
 
 
+def warmup_decay(torch: Any, opt: Any, epochs: int, pairs: int, batch_size: int) -> Any:
+    """The learning-rate schedule of every verifier training: linear warm-up over the first
+    tenth of the steps, then linear decay to 0 at the last."""
+    steps = epochs * -(-pairs // batch_size)
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda k: min(1.0, (k + 1) / max(1, steps // 10)) * max(0.0, 1 - k / steps))
+
+
+def clipped_step(torch: Any, loss: Any, opt: Any, schedule: Any, module: Any) -> None:
+    """One optimiser step on `loss`, `module`'s gradients clipped to norm 1, then the
+    schedule's step."""
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+    opt.step()
+    schedule.step()
+
+
 def build_cross_encoder(torch: Any, encoder: Any) -> Any:
     """MiniLM over "[CLS] preference [SEP] passage [SEP]", mean-pooled, one Keep logit."""
 

@@ -30,12 +30,14 @@ from epic_edge.export.verifier.nets import (
     _Siamese,
     _torch,
     build_cross_encoder,
+    clipped_step,
     encode_pairs,
     export_onnx,
     export_siamese_onnx,
     load_tokenizer,
     siamese_scores,
     torch_scores,
+    warmup_decay,
 )
 
 MODEL_NAME = "epic-verifier-minilm"
@@ -64,9 +66,7 @@ def train(pairs: Sequence[LabelledPair], epochs: int = 4, lr: float = 4e-5,
     pos_weight = torch.tensor(float((1 - y).sum() / max(y.sum(), 1)))
     loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=pos_weight)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    steps = epochs * ((len(pairs) + batch_size - 1) // batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda k: min(1.0, (k + 1) / max(1, steps // 10)) * max(0.0, 1 - k / steps))
+    sched = warmup_decay(torch, opt, epochs, len(pairs), batch_size)
     rng = np.random.default_rng(seed)
     for epoch in range(epochs):
         order, total, t0 = rng.permutation(len(pairs)), 0.0, time.perf_counter()
@@ -76,11 +76,7 @@ def train(pairs: Sequence[LabelledPair], epochs: int = 4, lr: float = 4e-5,
                                 [p.passage for p in chunk])
             logits = model(**{k: torch.from_numpy(v) for k, v in feed.items()})
             loss = loss_fn(logits, torch.from_numpy(y[order[s:s + batch_size]]))
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            clipped_step(torch, loss, opt, sched, model)
             total += loss.item() * len(chunk)
         log(f"epoch {epoch + 1}/{epochs}: loss {total / len(pairs):.4f} "
             f"({time.perf_counter() - t0:.0f} s)")
