@@ -5,17 +5,21 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from epic_edge.cli import setup
 from epic_edge.profiles import load_profile
 
 
-def _stub_installs(monkeypatch, models: Path) -> list[Path]:
+def _stub_installs(monkeypatch, models: Path, recipe: list | None = None) -> list[Path]:
     trained: list[Path] = []
 
     def reference(folder: Path, force: bool = False) -> dict[str, Path]:
         return {}
 
-    def train(out_dir: Path, **_: object) -> dict[str, str]:
+    def train(out_dir: Path, **settings: object) -> dict[str, str]:
+        if recipe is not None:
+            recipe.append(settings)
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "model.onnx").write_bytes(b"trained")
         trained.append(out_dir)
@@ -46,3 +50,19 @@ def test_setup_runs_each_backends_step_from_the_table(tmp_path, monkeypatch):
     assert installed == {"emb": tmp_path, "learned verifier": tmp_path / jetson.verifier["model"]}
     llm = replace(jetson, verifier={"backend": "llama-cpp"})  # the llama-cpp row's step
     assert setup.install_profile(llm, tmp_path) == {"emb": tmp_path, "llm": tmp_path}
+
+
+def test_setup_trains_the_shipped_recipe_in_fp32(tmp_path, monkeypatch):
+    recipe: list = []
+    _stub_installs(monkeypatch, tmp_path, recipe)
+    setup.install_profile(load_profile("linux-cpu"), tmp_path)
+    assert recipe == [{"quantize": False, "first_round": True}]
+
+
+def test_the_shipped_recipe_refuses_other_settings(tmp_path, monkeypatch, capsys):
+    from epic_edge.export.verifier import train
+
+    monkeypatch.setattr(train, "train_and_export", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises(SystemExit) as caught:
+        train.main(["--kind", "shipped", "--epochs", "3", "--out", str(tmp_path)])
+    assert caught.value.code == 2 and "fixed recipe" in capsys.readouterr().err
