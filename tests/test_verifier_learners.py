@@ -98,7 +98,8 @@ def tiny_vectors(bench, pairs, length: int) -> dict[str, np.ndarray]:
 
 
 @needs_export
-@pytest.mark.parametrize("kind,frozen", [("siamese", 2), ("cross-encoder", 1), ("adapter", 3)])
+@pytest.mark.parametrize("kind,frozen", [("siamese", 2), ("siamese", 0), ("cross-encoder", 1),
+                                         ("adapter", 3)])
 def test_exported_learner_scores_as_it_was_measured(tiny_bench, tmp_path, kind, frozen) -> None:
     """The runtime's P(Keep) from the exported ONNX equals the study's (cached-states) score."""
     from epic_edge.backends.learned_verifier import LearnedVerifier

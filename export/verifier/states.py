@@ -102,7 +102,8 @@ class FrozenStates:
                 opts.intra_op_num_threads = max(1, int(self.threads))
                 self._session = ort.InferenceSession(str(path), opts,
                                                      providers=["CPUExecutionProvider"])
-        return self._session.run(None, feed)[0]
+        names = {i.name for i in self._session.get_inputs()}  # no mask when nothing is frozen
+        return self._session.run(None, {n: v for n, v in feed.items() if n in names})[0]
 
     def texts(self, texts: Sequence[str]) -> list[np.ndarray]:
         """(tokens, hidden) float16 states of each text, truncated to text_length tokens."""
