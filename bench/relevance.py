@@ -67,7 +67,7 @@ def select_questions(personas: Iterable[int] = range(52), wiki_per_persona: int 
     return out
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
@@ -84,7 +84,7 @@ def load_questions(split: str = "all", root: Path | None = None) -> list[Questio
     """The judged set's questions (questions.jsonl), optionally one split."""
     if split not in SPLITS:
         raise InvalidInputError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
-    rows = [Question(**r) for r in _read_jsonl((root or data_dir()) / "questions.jsonl")]
+    rows = [Question(**r) for r in read_jsonl((root or data_dir()) / "questions.jsonl")]
     return [q for q in rows if split == "all" or q.split == split]
 
 
@@ -108,7 +108,7 @@ class Judgment:
 def load_judgments(root: Path | None = None) -> list[Judgment]:
     """Every judgment on file (judgments.jsonl), double judgments included."""
     return [Judgment(r["qid"], r["pid"], int(r["answers"]), int(r["aligned"]), r["judge"])
-            for r in _read_jsonl((root or data_dir()) / "judgments.jsonl")]
+            for r in read_jsonl((root or data_dir()) / "judgments.jsonl")]
 
 
 def primary_labels(judgments: Sequence[Judgment]) -> dict[tuple[str, str], tuple[int, int]]:
@@ -121,7 +121,7 @@ def primary_labels(judgments: Sequence[Judgment]) -> dict[tuple[str, str], tuple
 
 def load_passages(root: Path | None = None) -> dict[str, dict[str, Any]]:
     """pid -> {"pid", "text", "item_id", "source"} for every pooled passage."""
-    return {r["pid"]: r for r in _read_jsonl((root or data_dir()) / "passages.jsonl")}
+    return {r["pid"]: r for r in read_jsonl((root or data_dir()) / "passages.jsonl")}
 
 
 def add_passages(found: Mapping[str, Mapping[str, Any]], root: Path | None = None) -> int:

@@ -41,6 +41,8 @@ from epic_edge.export.verifier.learners import (
     to_state,
 )
 
+from . import judged_split
+from .corpus_sources import CorpusError
 from .verification import roc_auc
 
 LEARNERS = (
@@ -53,17 +55,31 @@ LEARNERS = (
     LearnerSpec("siamese, top 2 layers, 3 epochs", frozen=4, epochs=3),
     LearnerSpec("cross-encoder, top 2 layers, 3 epochs", kind="cross-encoder", frozen=4,
                 epochs=3),
+    LearnerSpec("siamese, all layers, 3 epochs, hard negatives", frozen=0, epochs=3, lr=5e-5,
+                hard_negatives=1),
+    LearnerSpec("siamese, all layers, 1 epoch", frozen=0, epochs=1, lr=5e-5),
 )
 BLEND = " + coarse-cosine blend"
 
 
-def load_splits(data_dir: Path) -> dict[str, list[LabelledPair]]:
-    """train plus every test*.jsonl beside it (test: by preference; test_style: held-out style)."""
+def load_splits(data_dir: Path, judged: bool = True, log: Any = print
+                ) -> dict[str, list[LabelledPair]]:
+    """train plus every test*.jsonl beside it (test: by preference; test_style: held-out style),
+    and test_judged (the blind relevance judges' aligned labels, bench/judged_split.py) when
+    `judged` and the bench corpus that holds its passages is fetched."""
     from epic_edge.calibrate import load_verification_set
 
     files = {"train": data_dir / "train.jsonl",
              **{f.stem: f for f in sorted(data_dir.glob("test*.jsonl"))}}
-    return {name: load_verification_set("all", f) for name, f in files.items()}
+    splits = {name: load_verification_set("all", f) for name, f in files.items()}
+    if judged:
+        try:
+            pairs = judged_split.load(judged_split.corpus_texts())
+        except CorpusError as exc:
+            log(f"no {judged_split.SPLIT} split: {exc}")
+        else:
+            splits.update({judged_split.SPLIT: pairs} if pairs else {})
+    return splits
 
 
 def cluster_folds(pairs: list[LabelledPair], vectors: dict[str, np.ndarray], k: int,
@@ -259,11 +275,13 @@ def plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> Path:
 TIE = 0.01  # summed F1 + AUC over the test splits closer than this is a tie (noise here)
 
 
-def choose(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+def choose(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(winner on the test splits among exportable rows, best out-of-fold row). Rows within
     TIE of the best summed test score tie; a tie goes to the cheaper model: no blend (one
     encoder pass per text, the embedder's 384 values), then the shorter training."""
     shippable = [r for r in rows if r.get("exportable")]
+    if not shippable:  # --learners none: references only
+        return None, None
     best = max(map(test_score, shippable))
     tied = [r for r in shippable if test_score(r) >= best - TIE]
     winner = min(tied, key=lambda r: (bool(r.get("blend")), r.get("train_seconds", 0),
@@ -285,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="folder with train.jsonl and test*.jsonl (default: the shipped set)")
     p.add_argument("--folds", type=int, default=3, help="out-of-fold folds on train")
     p.add_argument("--learners", default="all",
-                   help="comma list of learner numbers (1-based, see LEARNERS) or 'all'")
+                   help="comma list of learner numbers (1-based, see LEARNERS), 'all', or 'none' "
+                        "(score only the coarse cosine and the --reference models)")
     p.add_argument("--threads", type=int, default=1, help="torch / ONNX Runtime threads")
     p.add_argument("--jobs", type=int, default=2, help="learners trained side by side")
     p.add_argument("--out", type=Path, default=Path("bench/results/verification_learners.json"))
@@ -297,10 +316,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="retrain the winner on all of train into this folder (e.g. "
                         "MODELS/epic-verifier-minilm) and record the choice")
     args = p.parse_args(argv)
+    if args.export and args.learners == "none":
+        p.error("--export needs a learner to train (--learners all or numbers)")
     data = args.data or choice_path().parent
-    splits = load_splits(data)
-    learners = LEARNERS if args.learners == "all" else tuple(
-        LEARNERS[int(i) - 1] for i in args.learners.split(","))
+    splits = load_splits(data, log=lambda msg: print(msg, file=sys.stderr))
+    learners = (LEARNERS if args.learners == "all" else () if args.learners == "none"
+                else tuple(LEARNERS[int(i) - 1] for i in args.learners.split(",")))
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     log("labelled set: " + ", ".join(f"{n} {len(ps)} ({sum(q.keep for q in ps)} Keep)"
                                      for n, ps in splits.items()))
@@ -316,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         "bench": "verification_learners", "folds": args.folds,
         "pairs": {n: len(ps) for n, ps in splits.items()},
         "keep": {n: int(sum(q.keep for q in ps)) for n, ps in splits.items()},
-        "winner": winner["method"], "best_out_of_fold": by_oof["method"],
+        "winner": winner and winner["method"], "best_out_of_fold": by_oof and by_oof["method"],
         "note": "train = out-of-fold scores (folds of preference clusters); test splits "
                 "scored by the learner trained on all of train; thresholds fitted on the "
                 "out-of-fold scores; "
@@ -334,9 +355,10 @@ def main(argv: list[str] | None = None) -> int:
                                                     "learner_row": winner["method"]})
         log(f"recorded {choice}")
         manifest = train_default(args.export, train_pairs=splits["train"], bench=bench,
-                                 model=from_state(models[spec.name], bench), log=log)
+                                 model=from_state(models[spec.name], bench), quantize=False,
+                                 log=log)
         result["default"] = manifest
-        rows.append(onnx_row(args.export / "model.onnx", splits, "default as shipped (int8 "
+        rows.append(onnx_row(args.export / "model.onnx", splits, "default as shipped (fp32 "
                              f"ONNX, all of train): {winner['method']}"))
         log(json.dumps(result["default"], indent=2, default=str))
     print(render(result))

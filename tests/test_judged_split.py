@@ -1,0 +1,51 @@
+"""The judged verification split: neutral passages only, majority labels, texts from the corpus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from epic_edge.bench import judged_split, relevance
+from epic_edge.errors import InvalidInputError
+
+VEGAN = "I strictly follow a vegan diet."
+
+
+@pytest.fixture
+def judged(monkeypatch):
+    questions = [relevance.Question(qid, "prefwiki", 1, 0, split, "Where should we eat?", VEGAN)
+                 for qid, split in (("q1", "test"), ("q2", "test"), ("d1", "dev"))]
+    judgments = [relevance.Judgment("q1", "bistro", 1, 1, "reader-a"),
+                 relevance.Judgment("q2", "bistro", 1, 1, "reader-b"),
+                 relevance.Judgment("q1", "tax", 0, 0, "reader-a"),
+                 relevance.Judgment("q1", "farm", 0, 1, "reader-a"),
+                 relevance.Judgment("q2", "farm", 0, 0, "reader-b"),
+                 relevance.Judgment("q1", "steak", 1, 1, "reader-a"),
+                 relevance.Judgment("d1", "park", 0, 1, "reader-a")]
+    monkeypatch.setattr(relevance, "load_questions",
+                        lambda split="all": [q for q in questions if split in ("all", q.split)])
+    monkeypatch.setattr(relevance, "load_judgments", lambda root=None: judgments)
+
+
+def test_only_test_questions_and_passages_a_verifier_free_system_found(judged) -> None:
+    retrieved = {"q1": {"store-everything": ["bistro", "tax", "farm"], "epic": ["steak"]},
+                 "q2": {"coarse": ["bistro", "farm"]},
+                 "d1": {"store-everything": ["park"]}}
+    rows = {r["pid"]: r for r in judged_split.build(retrieved)}
+    assert set(rows) == {"bistro", "tax", "farm"}  # steak: EPIC's own keep; park: a dev question
+    assert rows["bistro"]["label"] == "Keep" and rows["bistro"]["aligned_votes"] == "2/2"
+    assert rows["farm"]["label"] == "Discard"  # 1 of 2: a tie is Discard
+    assert rows["tax"]["label"] == "Discard"
+    assert rows["bistro"]["judges"] == ["reader-a", "reader-b"]
+
+
+def test_load_takes_texts_from_the_corpus_and_names_a_missing_passage(judged, tmp_path) -> None:
+    rows = judged_split.build({"q1": {"store-everything": ["bistro", "tax"]}})
+    (tmp_path / judged_split.FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pairs = judged_split.load({"bistro": "A vegan bistro.", "tax": "Income tax."}, tmp_path)
+    assert [(p.passage, p.keep, p.split) for p in pairs] == [
+        ("A vegan bistro.", True, "test_judged"), ("Income tax.", False, "test_judged")]
+    with pytest.raises(InvalidInputError, match="tax.*fetch the bench corpus"):
+        judged_split.load({"bistro": "A vegan bistro."}, tmp_path)
+    assert judged_split.load({}, tmp_path / "none") == []
