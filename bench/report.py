@@ -137,7 +137,8 @@ def _verification_learners(out: Path) -> list[str]:
     pairs = ", ".join(f"{n} {k} ({result['keep'][n]} Keep)" for n, k in result["pairs"].items())
     lines = ["## Learned-verifier learners (`python -m epic_edge.bench.verification_learners`)",
              "", f"Labelled pairs: {pairs}. {result['note']} Default: {result['winner']} "
-             f"(best out-of-fold: {result['best_out_of_fold']}). {result.get('choice_note', '')}",
+             f"(best on the test splits: {result.get('best_on_test', '-')}). "
+             f"{result.get('choice_note', '')}",
              "", render(result), ""]
     if (out / "verification_learners.png").exists():
         png = (out / "verification_learners.png").as_posix()

@@ -174,3 +174,19 @@ def test_recorded_default_is_a_learner_and_every_profile_keeps_at_least_as_stric
         assert spec.kind != "cross-encoder" and choice["blend"]["b"] >= 0
     thresholds = {load_profile(name).verifier["threshold"] for name in list_profiles()}
     assert len(thresholds) == 1 and choice["threshold"] <= thresholds.pop() < 1.0
+
+
+def test_the_study_chooses_on_train_alone_and_a_tie_goes_to_the_cheaper_model() -> None:
+    from epic_edge.bench.verification_learners import choose
+
+    def row(name, oof, test, blend=False, seconds=100):
+        return {"method": name, "exportable": True, "blend": blend, "train_seconds": seconds,
+                "splits": {"train": {"f1": oof, "roc_auc": 0.8},
+                           "test": {"f1": test, "roc_auc": 0.8}}}
+
+    rows = [row("best on test", 0.60, 0.90), row("blend", 0.705, 0.70, blend=True),
+            row("slow", 0.70, 0.70, seconds=900), row("plain", 0.699, 0.70),
+            {**row("coarse", 0.9, 0.9), "exportable": False}]
+    winner, on_test = choose(rows)
+    assert winner["method"] == "plain" and on_test["method"] == "best on test"
+    assert choose(rows[-1:]) == (None, None)
