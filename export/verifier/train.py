@@ -44,7 +44,7 @@ MODEL_NAME = "epic-verifier-minilm"
 DEFAULTS = {"epochs": 4, "lr": 4e-5, "batch_size": 16, "seed": 0, "max_length": MAX_LENGTH}
 # Every layer fine-tuned (--kind siamese / cross-encoder): the first-round models (754 pairs).
 # The study's choice (--kind study) is the learner bench/verification_learners.py chose
-# (export/verifier/default.py), which trains only MiniLM's top layer.
+# (export/verifier/default.py, epic_edge/data/verification/learned_default.json).
 SIAMESE_DEFAULTS = {"epochs": 1, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
 
 
@@ -196,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="shipped (default): siamese, every layer fine-tuned on the first "
                              "round's train pairs, what `epic-edge setup` installs; study: the "
                              "learner the side-by-side study chose on the labelled pairs "
-                             "(epic_edge/data/verification/learned_default.json; it lost end to "
-                             "end, BENCHMARKS.md); siamese / cross-encoder: every layer "
+                             "(epic_edge/data/verification/learned_default.json; not shipped: "
+                             "README, Fine verification); siamese / cross-encoder: every layer "
                              "fine-tuned on all train pairs (slow)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
     parser.add_argument("--cv-folds", type=int, default=0,
