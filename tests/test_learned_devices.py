@@ -31,12 +31,14 @@ def _installed_decision() -> Path:
     return folder
 
 
-@pytest.fixture(scope="module", params=["siamese", "cross-encoder"])
+@pytest.fixture(scope="module", params=["siamese", "cross-encoder", "blend"])
 def tiny(request, tmp_path_factory):
-    """(base BERT, folder) of a 2-layer model 'fine-tuned' from base, exported to fp32 ONNX."""
+    """(base BERT, folder) of a 2-layer model 'fine-tuned' from base, exported to fp32 ONNX
+    (blend: the siamese blend's two encoders, fine-tuned and base, in one file)."""
     import torch
 
-    from epic_edge.export.minilm_onnx import find_minilm_weights
+    from epic_edge.export.minilm_onnx import _pooled_encoder, find_minilm_weights
+    from epic_edge.export.verifier.blend import export_siamese_blend_onnx
     from epic_edge.export.verifier.nets import (
         _Siamese,
         build_cross_encoder,
@@ -51,16 +53,21 @@ def tiny(request, tmp_path_factory):
         for param in tuned.parameters():
             param.add_(0.02 * param.std().nan_to_num(0.0) * torch.randn_like(param))
     out = tmp_path_factory.mktemp(f"tiny-{request.param}")
-    if request.param == "siamese":
+    meta = {"kind": request.param, "scale": 8.0, "bias": -2.0, "threshold": 0.5,
+            "max_length": 48, "precision": "fp32"}
+    if request.param == "blend":
+        export_siamese_blend_onnx(_pooled_encoder(torch, tuned),
+                                  _pooled_encoder(torch, copy.deepcopy(base)), 0.7, out,
+                                  quantize=False)
+        meta.update(kind="siamese", fine_weight=0.7)
+    elif request.param == "siamese":
         export_siamese_onnx(_Siamese(tuned, torch.tensor(8.0), torch.tensor(-2.0)), out,
                             quantize=False)
     else:
         torch.manual_seed(1)
         export_onnx(build_cross_encoder(torch, tuned), out, quantize=False)
     shutil.copyfile(find_minilm_weights() / "tokenizer.json", out / "tokenizer.json")
-    (out / "model.json").write_text(json.dumps({"kind": request.param, "scale": 8.0,
-                                               "bias": -2.0, "threshold": 0.5,
-                                               "max_length": 48, "precision": "fp32"}))
+    (out / "model.json").write_text(json.dumps(meta))
     return base, out
 
 
