@@ -4,9 +4,10 @@ Each learner (export/verifier/learners.py) is trained K times on train, once per
 preference clusters, so every train pair gets an out-of-fold score; its Keep threshold (and a
 blend with the coarse cosine) is fitted on those scores. The test splits are scored by the
 learner trained once more on all of train (what would ship); trainings run side by side.
-The default learner is the exportable one that scores best on the test splits;
-`--export` writes that all-of-train model as ONNX and records the choice (learner, blend,
-threshold) in epic_edge/data/verification/learned_default.json for export/verifier/train.py.
+The default learner is the exportable one with the best out-of-fold score (chosen on train
+alone; the test splits only report); `--export` writes that all-of-train model as ONNX and
+records the choice (learner, blend, threshold) in
+epic_edge/data/verification/learned_default.json for export/verifier/train.py.
 """
 
 from __future__ import annotations
@@ -321,10 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.export and args.learners == "none":
         p.error("--export needs a learner to train (--learners all or numbers)")
     data = args.data or choice_path().parent
-    splits = load_splits(data, log=lambda msg: print(msg, file=sys.stderr))
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    splits = load_splits(data, log=log)
     learners = (LEARNERS if args.learners == "all" else () if args.learners == "none"
                 else tuple(LEARNERS[int(i) - 1] for i in args.learners.split(",")))
-    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     log("labelled set: " + ", ".join(f"{n} {len(ps)} ({sum(q.keep for q in ps)} Keep)"
                                      for n, ps in splits.items()))
     rows, blends, models = run_study(splits, learners, args.folds, coarse_embedder(),
