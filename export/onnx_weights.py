@@ -196,13 +196,13 @@ def decision_module(model_dir: Path, *, token_types: bool = True,
 
 def _blend_module(torch: Any, onnx_path: Path, encoder: Any, fine_weight: float,
                   token_types: bool) -> Any:
-    """A siamese blend (export/verifier/blend.py): [sqrt(w) fine vector, sqrt(1 - w) base
-    vector] from two encoders, both rebuilt from the ONNX file. The base encoder is registered
-    first, so each of its anonymous weights takes its exact copy (cosine 1) and the fine-tuned
-    encoder the rest."""
+    """A siamese blend (export/verifier/blend.py's blend_module) over explicit-mask encoders,
+    both rebuilt from the ONNX file. The base encoder is registered first, so each of its
+    anonymous weights takes its exact copy (cosine 1) and the fine-tuned encoder the rest."""
     import copy
 
     from .torch_encoder import explicit_mask_encoder
+    from .verifier.blend import blend_module
 
     wrapper = torch.nn.Module()
     wrapper.base, wrapper.fine = torch.nn.Module(), torch.nn.Module()
@@ -210,28 +210,6 @@ def _blend_module(torch: Any, onnx_path: Path, encoder: Any, fine_weight: float,
     for bert in (wrapper.base.encoder, wrapper.fine.encoder):
         bert.pooler = None  # unused by the pooled vectors, so not in the file
     load_onnx_weights(wrapper, onnx_path)
-    fine = explicit_mask_encoder(wrapper.fine.encoder, token_types=token_types)
-    base = explicit_mask_encoder(wrapper.base.encoder, token_types=token_types)
-    weights = (fine_weight ** 0.5, (1.0 - fine_weight) ** 0.5)
-
-    class ExplicitMaskBlend(torch.nn.Module):
-        """The blend's concatenated vector over explicit-mask encoders (traceable everywhere;
-        forward names its inputs, as torch.export's dynamic shapes need)."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.fine, self.base = fine, base
-
-        def _blend(self, *inputs: Any) -> Any:
-            return torch.cat([weights[0] * self.fine(*inputs), weights[1] * self.base(*inputs)],
-                             1)
-
-    class WithTypes(ExplicitMaskBlend):
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self._blend(input_ids, attention_mask, token_type_ids)
-
-    class WithoutTypes(ExplicitMaskBlend):
-        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-            return self._blend(input_ids, attention_mask)
-
-    return (WithTypes() if token_types else WithoutTypes()).eval()
+    return blend_module(explicit_mask_encoder(wrapper.fine.encoder, token_types=token_types),
+                        explicit_mask_encoder(wrapper.base.encoder, token_types=token_types),
+                        fine_weight, token_types=token_types).eval()

@@ -57,10 +57,10 @@ def siamese_blend_head(params: tuple[float, float, float], scale: float, bias: f
     return {"scale": fine + b, "bias": a * bias + c, "fine_weight": fine / (fine + b)}
 
 
-def export_siamese_blend_onnx(fine: Any, base: Any, fine_weight: float, out_dir: Path, *,
-                              quantize: bool = True, opset: int = 17) -> Path:
-    """ONNX: token ids -> [sqrt(w) fine vector, sqrt(1 - w) base vector], "sentence_embedding"
-    (`fine` and `base`: modules from token ids to unit vectors)."""
+def blend_module(fine: Any, base: Any, fine_weight: float, *, token_types: bool = True) -> Any:
+    """token ids -> [sqrt(w) fine vector, sqrt(1 - w) base vector] (`fine` and `base`: modules
+    from token ids to unit vectors); forward names its inputs, as torch.export's dynamic shapes
+    need, and `token_types=False` drops the third (for Core ML)."""
     torch = _torch()
     weights = (math.sqrt(fine_weight), math.sqrt(1.0 - fine_weight))
 
@@ -69,8 +69,23 @@ def export_siamese_blend_onnx(fine: Any, base: Any, fine_weight: float, out_dir:
             super().__init__()
             self.fine, self.base = fine, base
 
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            args = (input_ids, attention_mask, token_type_ids)
-            return torch.cat([weights[0] * self.fine(*args), weights[1] * self.base(*args)], 1)
+        def _blend(self, *inputs: Any) -> Any:
+            return torch.cat([weights[0] * self.fine(*inputs), weights[1] * self.base(*inputs)],
+                             1)
 
-    return export_embedding_onnx(Blend(), Path(out_dir), quantize=quantize, opset=opset)
+    class WithTypes(Blend):
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self._blend(input_ids, attention_mask, token_type_ids)
+
+    class WithoutTypes(Blend):
+        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+            return self._blend(input_ids, attention_mask)
+
+    return WithTypes() if token_types else WithoutTypes()
+
+
+def export_siamese_blend_onnx(fine: Any, base: Any, fine_weight: float, out_dir: Path, *,
+                              quantize: bool = True, opset: int = 17) -> Path:
+    """ONNX of `blend_module`: token ids -> the blend's vector, "sentence_embedding"."""
+    return export_embedding_onnx(blend_module(fine, base, fine_weight), Path(out_dir),
+                                 quantize=quantize, opset=opset)
