@@ -75,6 +75,7 @@ class FrozenStates:
         self._bert, self._tok = bert, tokenizer
         self.text_length, self.pair_length = text_length, pair_length
         self._session: Any = None  # exported on the first text that is not stored
+        self._inputs: set[str] = set()  # its inputs (no mask when nothing is frozen)
         self._store: dict[Any, np.ndarray] = {}
 
     def save(self, path: Path) -> None:
@@ -102,8 +103,8 @@ class FrozenStates:
                 opts.intra_op_num_threads = max(1, int(self.threads))
                 self._session = ort.InferenceSession(str(path), opts,
                                                      providers=["CPUExecutionProvider"])
-        names = {i.name for i in self._session.get_inputs()}  # no mask when nothing is frozen
-        return self._session.run(None, {n: v for n, v in feed.items() if n in names})[0]
+                self._inputs = {i.name for i in self._session.get_inputs()}
+        return self._session.run(None, {n: v for n, v in feed.items() if n in self._inputs})[0]
 
     def texts(self, texts: Sequence[str]) -> list[np.ndarray]:
         """(tokens, hidden) float16 states of each text, truncated to text_length tokens."""
