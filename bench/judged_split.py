@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.calibrate import LabelledPair
-from epic_edge.errors import InvalidInputError
+from epic_edge.errors import EpicEdgeError, InvalidInputError
 
 from . import relevance
 
@@ -52,21 +52,25 @@ def build(retrieved: Mapping[str, Mapping[str, list[str]]], split: str = "test"
             votes[key].append(j.aligned)
             judges[key].add(j.judge)
     return [{"id": FIRST_ID + n, "split": SPLIT, "preference": pref, "pid": pid,
-             "label": "Keep" if 2 * sum(votes[key]) > len(votes[key]) else "Discard",
-             "aligned_votes": f"{sum(votes[key])}/{len(votes[key])}",
-             "judges": sorted(judges[key])}
-            for n, key in enumerate(sorted(votes)) for pref, pid in [key]]
+             "label": "Keep" if 2 * sum(aligned) > len(aligned) else "Discard",
+             "aligned_votes": f"{sum(aligned)}/{len(aligned)}", "judges": sorted(judges[key])}
+            for n, (key, aligned) in enumerate(sorted(votes.items())) for pref, pid in [key]]
+
+
+def check_texts(rows: list[dict[str, Any]], texts: Mapping[str, str]) -> None:
+    """Every row's passage is in `texts`, or a clear error (never a pair silently dropped)."""
+    missing = [r["pid"] for r in rows if r["pid"] not in texts]
+    if missing:
+        raise InvalidInputError(
+            f"{len(missing)} judged passages (e.g. {missing[0]}) are not in the corpus given; "
+            "fetch the bench corpus again (`epic-edge data fetch device`)")
 
 
 def load(texts: Mapping[str, str], root: Path | None = None) -> list[LabelledPair]:
     """The split as labelled pairs, passages from `texts` (pid -> text); [] when not built.
     A pid missing from `texts` (another corpus version) is an error, never silently dropped."""
     rows = relevance.read_jsonl((root or relevance.data_dir()) / FILE)
-    missing = [r["pid"] for r in rows if r["pid"] not in texts]
-    if missing:
-        raise InvalidInputError(
-            f"{len(missing)} judged passages (e.g. {missing[0]}) are not in the corpus given; "
-            "fetch the bench corpus again (`epic-edge data fetch device`)")
+    check_texts(rows, texts)
     return [LabelledPair(id=r["id"], split=SPLIT, preference=r["preference"], title=r["pid"],
                          passage=texts[r["pid"]], topic="", keep=r["label"] == "Keep",
                          reason=f"aligned {r['aligned_votes']}") for r in rows]
@@ -85,13 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quality", type=Path, default=Path("bench/results/quality.json"),
                    help="a quality run's JSON (its systems' retrieved lists)")
     args = p.parse_args(argv)
-    rows = build(json.loads(args.quality.read_text(encoding="utf-8"))["retrieved"])
+    try:
+        retrieved = json.loads(args.quality.read_text(encoding="utf-8"))["retrieved"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        p.error(f"{args.quality} is not a quality run's JSON with its retrieved lists ({exc!r})")
+    try:  # everything checked before the file is replaced
+        rows = build(retrieved)
+        check_texts(rows, corpus_texts())
+    except EpicEdgeError as exc:
+        p.error(str(exc))
     out = relevance.data_dir() / FILE
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
                    encoding="utf-8")
-    pairs = load(corpus_texts())  # every pid resolves, or this stops here
-    print(f"{out}: {len(pairs)} pairs ({sum(p.keep for p in pairs)} Keep), "
-          f"{len({p.preference for p in pairs})} preferences")
+    print(f"{out}: {len(rows)} pairs ({sum(r['label'] == 'Keep' for r in rows)} Keep), "
+          f"{len({r['preference'] for r in rows})} preferences")
     return 0
 
 

@@ -49,3 +49,32 @@ def test_load_takes_texts_from_the_corpus_and_names_a_missing_passage(judged, tm
     with pytest.raises(InvalidInputError, match="tax.*fetch the bench corpus"):
         judged_split.load({"bistro": "A vegan bistro."}, tmp_path)
     assert judged_split.load({}, tmp_path / "none") == []
+
+
+@pytest.mark.parametrize("body", [None, "{}", "not json"])
+def test_a_bad_quality_file_is_a_one_line_error_and_the_split_is_kept(tmp_path, capsys, body):
+    path = tmp_path / "quality.json"
+    if body is not None:
+        path.write_text(body)
+    kept = (relevance.data_dir() / judged_split.FILE).read_bytes()
+    with pytest.raises(SystemExit) as caught:
+        judged_split.main(["--quality", str(path)])
+    assert caught.value.code == 2 and "not a quality run's JSON" in capsys.readouterr().err
+    assert (relevance.data_dir() / judged_split.FILE).read_bytes() == kept
+
+
+def test_without_the_corpus_the_split_is_kept_and_the_error_says_fetch(tmp_path, capsys,
+                                                                       monkeypatch):
+    from epic_edge.bench.corpus_sources import CorpusError
+
+    def no_corpus():
+        raise CorpusError("corpus 'device' is not cached; run `epic-edge data fetch device`")
+
+    monkeypatch.setattr(judged_split, "corpus_texts", no_corpus)
+    path = tmp_path / "quality.json"
+    path.write_text(json.dumps({"retrieved": {}}))
+    kept = (relevance.data_dir() / judged_split.FILE).read_bytes()
+    with pytest.raises(SystemExit) as caught:
+        judged_split.main(["--quality", str(path)])
+    assert caught.value.code == 2 and "data fetch device" in capsys.readouterr().err
+    assert (relevance.data_dir() / judged_split.FILE).read_bytes() == kept
