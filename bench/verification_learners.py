@@ -63,23 +63,21 @@ LEARNERS = (
 BLEND = " + coarse-cosine blend"
 
 
-def load_splits(data_dir: Path, judged: bool = True, log: Any = print
-                ) -> dict[str, list[LabelledPair]]:
+def load_splits(data_dir: Path, log: Any = print) -> dict[str, list[LabelledPair]]:
     """train plus every test*.jsonl beside it (test: by preference; test_style: held-out style),
     and test_judged (the blind relevance judges' aligned labels, bench/judged_split.py) when
-    `judged` and the bench corpus that holds its passages is fetched."""
+    the bench corpus that holds its passages is fetched."""
     from epic_edge.calibrate import load_verification_set
 
     files = {"train": data_dir / "train.jsonl",
              **{f.stem: f for f in sorted(data_dir.glob("test*.jsonl"))}}
     splits = {name: load_verification_set("all", f) for name, f in files.items()}
-    if judged:
-        try:
-            pairs = judged_split.load(judged_split.corpus_texts())
-        except CorpusError as exc:
-            log(f"no {judged_split.SPLIT} split: {exc}")
-        else:
-            splits.update({judged_split.SPLIT: pairs} if pairs else {})
+    try:
+        pairs = judged_split.load(judged_split.corpus_texts())
+    except CorpusError as exc:
+        log(f"no {judged_split.SPLIT} split: {exc}")
+    else:
+        splits.update({judged_split.SPLIT: pairs} if pairs else {})
     return splits
 
 
