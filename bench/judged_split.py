@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                                 description=__doc__.splitlines()[0])
     p.add_argument("--quality", type=Path, default=Path("bench/results/quality.json"),
                    help="a quality run's JSON (its systems' retrieved lists)")
+    p.add_argument("--out", type=Path, default=relevance.data_dir() / FILE,
+                   help=f"where to write the split (default: bench/judged/{FILE})")
     args = p.parse_args(argv)
     try:
         retrieved = json.loads(args.quality.read_text(encoding="utf-8"))["retrieved"]
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         check_texts(rows, corpus_texts())
     except EpicEdgeError as exc:
         p.error(str(exc))
-    out = relevance.data_dir() / FILE
+    out = args.out
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
                    encoding="utf-8")
     print(f"{out}: {len(rows)} pairs ({sum(r['label'] == 'Keep' for r in rows)} Keep), "

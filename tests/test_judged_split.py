@@ -56,11 +56,12 @@ def test_a_bad_quality_file_is_a_one_line_error_and_the_split_is_kept(tmp_path, 
     path = tmp_path / "quality.json"
     if body is not None:
         path.write_text(body)
-    kept = (relevance.data_dir() / judged_split.FILE).read_bytes()
+    out = tmp_path / judged_split.FILE
+    out.write_text("kept\n")
     with pytest.raises(SystemExit) as caught:
-        judged_split.main(["--quality", str(path)])
+        judged_split.main(["--quality", str(path), "--out", str(out)])
     assert caught.value.code == 2 and "not a quality run's JSON" in capsys.readouterr().err
-    assert (relevance.data_dir() / judged_split.FILE).read_bytes() == kept
+    assert out.read_text() == "kept\n"
 
 
 def test_without_the_corpus_the_split_is_kept_and_the_error_says_fetch(tmp_path, capsys,
@@ -73,8 +74,9 @@ def test_without_the_corpus_the_split_is_kept_and_the_error_says_fetch(tmp_path,
     monkeypatch.setattr(judged_split, "corpus_texts", no_corpus)
     path = tmp_path / "quality.json"
     path.write_text(json.dumps({"retrieved": {}}))
-    kept = (relevance.data_dir() / judged_split.FILE).read_bytes()
+    out = tmp_path / judged_split.FILE
+    out.write_text("kept\n")
     with pytest.raises(SystemExit) as caught:
-        judged_split.main(["--quality", str(path)])
+        judged_split.main(["--quality", str(path), "--out", str(out)])
     assert caught.value.code == 2 and "data fetch device" in capsys.readouterr().err
-    assert (relevance.data_dir() / judged_split.FILE).read_bytes() == kept
+    assert out.read_text() == "kept\n"
