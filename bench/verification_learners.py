@@ -290,6 +290,17 @@ def choose(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str,
     return winner, max(shippable, key=test_score)
 
 
+def pick_learners(numbers: str, error: Any) -> tuple[LearnerSpec, ...]:
+    """The learners a comma list of 1-based numbers names; `error` (argparse's) otherwise."""
+    try:
+        picked = [int(n) for n in numbers.split(",")]
+    except ValueError:
+        picked = [0]
+    if not all(1 <= n <= len(LEARNERS) for n in picked):
+        error(f"--learners takes 'all', 'none' or numbers 1-{len(LEARNERS)}, not {numbers!r}")
+    return tuple(LEARNERS[n - 1] for n in picked)
+
+
 def main(argv: list[str] | None = None) -> int:
     from epic_edge.export.verifier.default import (
         choice_path,
@@ -319,11 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.export and args.learners == "none":
         p.error("--export needs a learner to train (--learners all or numbers)")
+    learners = (LEARNERS if args.learners == "all" else () if args.learners == "none"
+                else pick_learners(args.learners, p.error))
     data = args.data or choice_path().parent
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     splits = load_splits(data, log=log)
-    learners = (LEARNERS if args.learners == "all" else () if args.learners == "none"
-                else tuple(LEARNERS[int(i) - 1] for i in args.learners.split(",")))
     log("labelled set: " + ", ".join(f"{n} {len(ps)} ({sum(q.keep for q in ps)} Keep)"
                                      for n, ps in splits.items()))
     rows, blends, models = run_study(splits, learners, args.folds, coarse_embedder(),

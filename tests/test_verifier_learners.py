@@ -190,3 +190,13 @@ def test_the_study_chooses_on_train_alone_and_a_tie_goes_to_the_cheaper_model() 
     winner, on_test = choose(rows)
     assert winner["method"] == "plain" and on_test["method"] == "best on test"
     assert choose(rows[-1:]) == (None, None)
+
+
+@pytest.mark.parametrize("numbers", ["99", "0", "two", "1,,2"])
+def test_the_study_names_its_learners_or_says_which_numbers_exist(numbers, capsys) -> None:
+    from epic_edge.bench.verification_learners import LEARNERS, main
+
+    with pytest.raises(SystemExit) as caught:
+        main(["--learners", numbers])
+    assert caught.value.code == 2
+    assert f"numbers 1-{len(LEARNERS)}, not '{numbers}'" in capsys.readouterr().err
