@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from epic_edge import registry
+from epic_edge.maintenance import Budget
 from epic_edge.models import model_dir as default_model_dir
 from epic_edge.profiles import Profile, load_profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
@@ -26,6 +27,7 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
     models = Path(model_dir) if model_dir else default_model_dir()
     store = MemoryStore(path, key=key, read_only=read_only)
     try:
+        created = store.get_meta("embedder") is None
         emb = embedder or registry.create("embedder", prof.embedder, models)
         stored_tau = store.get_meta("tau")
         if tau is None:
@@ -39,11 +41,15 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
         kind = entry_vector or str(prof.index.get("entry_vector", LEGACY_ENTRY_VECTOR))
         # gate and floor are calibrated for the profile's embedder, like tau
         calibrated: dict[str, Any] = prof.retrieval if embedder is None else {}
-        return cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
-                   verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
-                   gate=calibrated.get("gate"), item_gate=calibrated.get("item_gate"),
-                   item_gate_quantile=calibrated.get("item_gate_quantile"),
-                   min_score=calibrated.get("min_score"), hedge=calibrated.get("hedge"))
+        memory = cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
+                     verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
+                     gate=calibrated.get("gate"), item_gate=calibrated.get("item_gate"),
+                     item_gate_quantile=calibrated.get("item_gate_quantile"),
+                     min_score=calibrated.get("min_score"), hedge=calibrated.get("hedge"))
+        if created and prof.budget and not read_only:
+            # a new memory starts with the profile's budget; an existing one keeps its own
+            Budget(**prof.budget).save(store)
+        return memory
     except BaseException:
         store.close()
         raise

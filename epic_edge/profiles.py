@@ -21,11 +21,14 @@ DEFAULT_PROFILE = "linux-cpu"
 PLATFORMS = ("any", "darwin-arm64", "android-arm64", "linux-aarch64-cuda")
 TOP_LEVEL = {"name": TEXT, "description": TEXT, "platform": Option(str, PLATFORMS),
              "embedder": Option(dict), "verifier": Option(dict), "index": Option(dict),
-             "retrieval": Option(dict)}
+             "retrieval": Option(dict), "budget": Option(dict)}
 # [retrieval]: read by Memory.open (epic_edge/retrieval.py explains each)
 RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_score": COSINE,
                      "item_gate_quantile": Option(float, min=0.0, max=1.0, exclusive=True),
                      "hedge": Option(float, min=0.0)}
+# [budget]: the limits a memory created with this profile starts with (epic_edge.maintenance)
+BUDGET_OPTIONS = {"max_entries": POSITIVE, "max_bytes": POSITIVE,
+                  "half_life_days": Option(float, min=0.0, exclusive=True)}
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Profile:
     verifier: dict[str, Any] = field(default_factory=dict)
     index: dict[str, Any] = field(default_factory=dict)
     retrieval: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
     @property
@@ -63,6 +67,7 @@ class Profile:
             if kind in data:
                 check_config(kind, data[kind], where)
         check_section(where, "retrieval", data.get("retrieval", {}), RETRIEVAL_OPTIONS)
+        check_section(where, "budget", data.get("budget", {}), BUDGET_OPTIONS)
         return cls(**{k: data[k] for k in TOP_LEVEL if k in data}, path=path)
 
 

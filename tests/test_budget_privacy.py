@@ -10,8 +10,9 @@ from crash_harness import PREFERENCES, batch_items
 
 from epic_edge.backends.numpy_index import NumpyIndex
 from epic_edge.crypto import Sealer
-from epic_edge.errors import MemoryFileError
+from epic_edge.errors import MemoryFileError, ProfileError
 from epic_edge.memory import Memory
+from epic_edge.profiles import Profile, load_profile
 from epic_edge.types import Preference, Verdict
 from fakes import BagOfWordsEmbedder, KeywordVerifier
 
@@ -26,10 +27,39 @@ class ConfidenceVerifier(KeywordVerifier):
         return verdict
 
 
-def _memory(path, key=None, verifier=None):
+def _memory(path, key=None, verifier=None, profile="linux-cpu"):
     emb = BagOfWordsEmbedder()
-    return Memory.open(path, embedder=emb, verifier=verifier or ConfidenceVerifier(),
+    return Memory.open(path, profile, embedder=emb, verifier=verifier or ConfidenceVerifier(),
                        index=NumpyIndex(emb.dim), tau=0.1, key=key)
+
+
+def _budget_profile(tmp_path, budget: str) -> Profile:
+    path = tmp_path / "budget.toml"
+    path.write_text(f'name = "t"\n[embedder]\nbackend = "onnx"\ntau = 0.1\n[budget]\n{budget}\n',
+                    encoding="utf-8")
+    return load_profile(path)
+
+
+def test_a_new_memory_starts_with_the_profile_budget_and_an_old_one_keeps_its_own(tmp_path):
+    dishes = [f"vegan tofu dish number {i} conf={c}" for i, c in enumerate([0.9, 0.2, 0.8])]
+    two, one = (_budget_profile(tmp_path, f"max_entries = {n}") for n in (2, 1))
+    with _memory(tmp_path / "m.epic", profile=two) as memory:
+        memory.add_preference("vegan tofu cooking")
+        assert memory.ingest(dishes)[0].evicted == 1
+        assert {h.item_text for h in memory.retrieve("vegan tofu", k=10)} == {dishes[0], dishes[2]}
+        assert memory.info()["budget"]["max_entries"] == 2
+    with _memory(tmp_path / "old.epic") as memory:  # built before its profile had a budget
+        memory.add_preference("vegan tofu cooking")
+        memory.ingest(dishes)
+    with _memory(tmp_path / "old.epic", profile=one) as memory:
+        assert memory.info()["entries"] == 3 and memory.info()["budget"]["max_entries"] is None
+
+
+def test_a_bad_profile_budget_is_refused_on_load(tmp_path):
+    with pytest.raises(ProfileError, match=r"\[budget\] max_entries is 0; at least 1"):
+        _budget_profile(tmp_path, "max_entries = 0")
+    with pytest.raises(ProfileError, match=r"\[budget\] max_byte is not a known key"):
+        _budget_profile(tmp_path, "max_byte = 100")
 
 
 def test_entry_budget_evicts_lowest_confidence_first(tmp_path):
