@@ -50,17 +50,24 @@ def retention_order(
     """Entry ids, first to evict first.
 
     Policy: retention = confidence x 0.5 ** (age_days / half_life_days), where confidence is
-    the verifier's P(Keep) stored with the entry and age counts from its last update. The
-    lowest retention goes first; ties go to the older entry, then the lower id.
+    the verifier's P(Keep) stored with the entry and age counts from its last update. Each
+    preference keeps a fair share: an entry's rank is its place among its own preference's
+    entries by retention, and the deepest rank goes first (so the preference holding the most
+    entries gives them up, and one a question rarely touches keeps its best), then the lowest
+    retention; ties go to the older entry, then the lower id.
     """
     now = time.time() if now is None else now
-    rows = store.query("SELECT id, confidence, updated_at FROM entries")
-    scored = []
-    for entry_id, confidence, updated in rows:
+    rows = store.query("SELECT id, preference_id, confidence, updated_at FROM entries")
+    by_preference: dict[int, list[tuple[float, float, int]]] = {}
+    for entry_id, preference_id, confidence, updated in rows:
         age_days = max(now - float(updated), 0.0) / 86400.0
         retention = float(confidence) * math.pow(0.5, age_days / max(half_life_days, 1e-9))
-        scored.append((retention, float(updated), int(entry_id)))
-    return [entry_id for _, _, entry_id in sorted(scored)]
+        by_preference.setdefault(int(preference_id), []).append(
+            (retention, float(updated), int(entry_id)))
+    scored = [(-rank, *entry)
+              for entries in by_preference.values()
+              for rank, entry in enumerate(sorted(entries, reverse=True))]
+    return [entry_id for *_, entry_id in sorted(scored)]
 
 
 def delete_entries(store: MemoryStore, entry_ids: list[int]) -> None:

@@ -191,8 +191,9 @@ The file uses WAL with synchronous=FULL, so a commit is on disk before the write
 {edits}
 ## Eviction (budget) behaviour
 
-Policy: evict the entries with the lowest confidence x 0.5^(age / half-life) (half-life 30
-days by default), ties to the older entry; items left without an entry go with them; the file
+Policy: evict from the preference holding the most entries (each preference keeps a fair
+share), its lowest confidence x 0.5^(age / half-life) first (half-life 30 days by default),
+ties to the older entry; items left without an entry go with them; the file
 is vacuumed so its size follows, measured on disk after each round (a round that frees no 4 KB
 page evicts twice as many the next time). A byte budget cannot go below the file's fixed floor
 (SQLite pages of each table and index, the preferences, the table of judged items: about 60 KB

@@ -76,6 +76,18 @@ def test_entry_budget_evicts_lowest_confidence_first(tmp_path):
         assert memory.info()["evicted_total"] == 3 and memory.check().ok
 
 
+def test_a_budget_evicts_from_the_preference_holding_the_most_entries(tmp_path):
+    with _memory(tmp_path / "m.epic") as memory:
+        memory.add_preferences(["vegan tofu cooking", "vintage cars"])
+        memory.ingest([f"vegan tofu dish number {i} conf={c}"
+                       for i, c in enumerate([0.9, 0.8, 0.7, 0.6])]
+                      + ["vintage cars rally conf=0.3"])
+        assert memory.set_budget(max_entries=3) == 2
+        kept = {h.item_text for h in memory.retrieve("vegan tofu vintage cars", k=10)}
+        assert kept == {"vegan tofu dish number 0 conf=0.9", "vegan tofu dish number 1 conf=0.8",
+                        "vintage cars rally conf=0.3"}
+
+
 def test_older_entries_are_evicted_before_newer_ones_of_equal_confidence(tmp_path):
     with _memory(tmp_path / "m.epic") as memory:
         memory.add_preference("vegan tofu cooking")

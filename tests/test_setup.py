@@ -27,7 +27,7 @@ def _stub_installs(monkeypatch, models: Path, recipe: list | None = None) -> lis
 
     monkeypatch.setattr(setup, "install_reference_models", reference)
     monkeypatch.setattr(setup, "minilm_onnx", lambda config, models, force=False: {})
-    monkeypatch.setattr("epic_edge.export.verifier.train.train_and_export", train)
+    monkeypatch.setattr("epic_edge.export.verifier.default.train_default", train)
     return trained
 
 
@@ -56,13 +56,14 @@ def test_setup_trains_the_shipped_recipe_in_fp32(tmp_path, monkeypatch):
     recipe: list = []
     _stub_installs(monkeypatch, tmp_path, recipe)
     setup.install_profile(load_profile("linux-cpu"), tmp_path)
-    assert recipe == [{"quantize": False, "first_round": True}]
+    assert recipe == [{"quantize": False, "threads": 0}]
 
 
 def test_the_shipped_recipe_refuses_other_settings(tmp_path, monkeypatch, capsys):
     from epic_edge.export.verifier import train
 
-    monkeypatch.setattr(train, "train_and_export", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr("epic_edge.export.verifier.default.train_default",
+                        lambda *a, **k: pytest.fail("trained"))
     with pytest.raises(SystemExit) as caught:
         train.main(["--kind", "shipped", "--epochs", "3", "--out", str(tmp_path)])
     assert caught.value.code == 2 and "fixed recipe" in capsys.readouterr().err

@@ -31,9 +31,10 @@ def evicted_by(memory: Memory, budget: Budget) -> tuple[int, int]:
 
 def main(argv: list[str]) -> int:
     p = parser("budget", "Show a memory's budget, or set it (stored in the file). When over "
-                         "it, the entries with the lowest confidence x 0.5^(age / half-life) "
-                         "are evicted first, now and after every ingest batch. A budget that "
-                         "would evict every entry is refused unless --yes is given.")
+                         "it, the preference holding the most entries gives up its lowest "
+                         "confidence x 0.5^(age / half-life) first, now and after every "
+                         "ingest batch. A budget that would evict every entry is refused "
+                         "unless --yes is given.")
     p.add_argument("--max-entries", type=int, default=None, help="most entries kept")
     p.add_argument("--max-bytes", type=int, default=None, help="most bytes on disk")
     p.add_argument("--half-life-days", type=float, default=None,

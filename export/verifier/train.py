@@ -15,12 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.calibrate import (
-    FIRST_ROUND_IDS,
-    LabelledPair,
-    best_f1_threshold,
-    load_verification_set,
-)
+from epic_edge.calibrate import LabelledPair, best_f1_threshold, load_verification_set
 from epic_edge.export.minilm_onnx import find_minilm_weights, load_minilm_encoder
 from epic_edge.export.verifier.nets import (
     INPUT_NAMES,
@@ -42,9 +37,9 @@ from epic_edge.export.verifier.nets import (
 
 MODEL_NAME = "epic-verifier-minilm"
 DEFAULTS = {"epochs": 4, "lr": 4e-5, "batch_size": 16, "seed": 0, "max_length": MAX_LENGTH}
-# Every layer fine-tuned (--kind siamese / cross-encoder): the first-round models (754 pairs).
-# The study's choice (--kind study) is the learner bench/verification_learners.py chose
-# (export/verifier/default.py, epic_edge/data/verification/learned_default.json).
+# Every layer fine-tuned on all train pairs (--kind siamese / cross-encoder). The shipped model
+# (--kind shipped) is the learner bench/verification_learners.py chose (export/verifier/default.py,
+# epic_edge/data/verification/learned_default.json).
 SIAMESE_DEFAULTS = {"epochs": 1, "lr": 2e-5, "batch_size": 16, "seed": 0, "max_length": 160}
 
 
@@ -125,19 +120,14 @@ def train_siamese(pairs: Sequence[LabelledPair], epochs: int = 1, lr: float = 2e
 
 
 def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese",
-                     cv_folds: int = 0, first_round: bool = False,
-                     **params: Any) -> dict[str, Any]:
+                     cv_folds: int = 0, **params: Any) -> dict[str, Any]:
     """Train on the train split, fit the threshold on it, export; returns the manifest.
-
-    first_round: only the first round's 754 train pairs (ids < FIRST_ROUND_IDS): the shipped
-    model, the one every profile's threshold and every bench figure were measured with.
 
     kind "siamese" (default, the better one on held-out preferences) or "cross-encoder".
     cv_folds K > 1 fits the threshold on K-fold out-of-fold train scores (K more trainings)
     instead of the exported model's own, overconfident, train scores."""
     cfg = {**(SIAMESE_DEFAULTS if kind == "siamese" else DEFAULTS), **params}
-    train_pairs = [p for p in load_verification_set("train")
-                   if not first_round or p.id < FIRST_ROUND_IDS]
+    train_pairs = load_verification_set("train")
     out_dir = Path(out_dir)
     extra: dict[str, Any] = {}
     if kind == "siamese":
@@ -173,14 +163,17 @@ def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese"
     return {**manifest, "path": str(path)}
 
 
-def train_shipped(out_dir: Path) -> dict[str, Any]:
-    """The shipped decision (what `epic-edge setup` installs): the first round's recipe,
-    exported with fp32 weights and activations. Dynamic int8 scores 2-3x faster here but
+def train_shipped(out_dir: Path, threads: int = 0) -> dict[str, Any]:
+    """The shipped decision (what `epic-edge setup` installs): the learner the side-by-side
+    study chose (every layer, one epoch, on all train pairs), exported with fp32 weights and
+    activations. Dynamic int8 scores 2-3x faster here but
     rounds each input by its own range, so a score moves with the runtime's kernels (0.05-0.06
     in P(Keep) between onnxruntime settings and ExecuTorch) and ONNX Runtime's CUDA provider
     cannot run it; in fp32 every device's program scores as linux-cpu does
     (docs/devices/galaxy-z-flip6.md, bench/results/learned_parity.json)."""
-    return train_and_export(out_dir, quantize=False, first_round=True)
+    from .default import train_default
+
+    return train_default(out_dir, quantize=False, threads=threads)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,17 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default: MODELS/epic-verifier-minilm)")
     parser.add_argument("--fp32", action="store_true",
-                        help="skip int8 quantisation (study, siamese, cross-encoder; the "
-                             "shipped model is always fp32)")
-    parser.add_argument("--kind", choices=["shipped", "study", "siamese", "cross-encoder"],
+                        help="skip int8 quantisation (siamese, cross-encoder; the shipped "
+                             "model is always fp32)")
+    parser.add_argument("--kind", choices=["shipped", "siamese", "cross-encoder"],
                         default="shipped",
-                        help="shipped (default): siamese, every layer fine-tuned on the first "
-                             "round's train pairs, what `epic-edge setup` installs; study: the "
-                             "learner the side-by-side study chose on the labelled pairs "
-                             "(epic_edge/data/verification/learned_default.json; not shipped: "
-                             "README, Fine verification); siamese / cross-encoder: every layer "
-                             "fine-tuned on all train pairs (slow)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's)")
+                        help="shipped (default): what `epic-edge setup` installs, the learner "
+                             "the side-by-side study chose on the labelled pairs "
+                             "(epic_edge/data/verification/learned_default.json); siamese / "
+                             "cross-encoder: every layer fine-tuned with the settings below")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads for the shipped recipe (0: torch's)")
     parser.add_argument("--cv-folds", type=int, default=0,
                         help="fit the Keep threshold on K-fold out-of-fold train scores "
                              "(grouped by preference; K extra trainings)")
@@ -213,17 +205,11 @@ def main(argv: list[str] | None = None) -> int:
 
         args.out = model_dir() / MODEL_NAME
     params = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
-    if args.kind == "study":
-        from .default import train_default
-
-        print(json.dumps(train_default(args.out, quantize=not args.fp32, threads=args.threads),
-                         indent=2))
-        return 0
     if args.kind == "shipped":
         if params or args.cv_folds or args.fp32:
             parser.error("--kind shipped is a fixed recipe; pass --kind siamese to change "
                          "its settings")
-        info = train_shipped(args.out)
+        info = train_shipped(args.out, args.threads)
     else:
         info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind,
                                 cv_folds=args.cv_folds, **params)
