@@ -11,7 +11,7 @@ from epic_edge.bench.systems import LABELS
 
 VARIANT_LABELS = {
     "epic:instruction+steer": "EPIC indexed by instructions (the paper's design), steered",
-    "epic:item+hedge": "EPIC, item vectors, hedged steering",
+    "epic:item+steer": "EPIC, item vectors, argmax steering (unhedged)",
     "epic:sum+steer": "EPIC, item + instruction vectors, steered",
 }
 

@@ -92,6 +92,7 @@ class EpicMemory:
         retrieval = getattr(profile, "retrieval", {}) or {}
         self.memory.gate, self.memory.min_score = retrieval.get("gate"), retrieval.get("min_score")
         self.memory.item_gate = retrieval.get("item_gate")
+        self.memory.hedge = retrieval.get("hedge")  # read when the preferences load below
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

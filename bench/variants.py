@@ -6,7 +6,8 @@ as configured, is the `epic` system beside them):
 
 - `instruction+steer`: the instruction's vector, steered to the closest preference (the
   paper's design, and this project's before the judged bench)
-- `item+hedge`: the item's vector, steered to a softmax mix of preferences
+- `item+steer`: the item's vector, steered to the closest preference alone (the paper's
+  argmax routing; the shipped profiles hedge: retrieval.hedge)
 - `sum+steer`: normalise(E(item) + E(instruction)) per entry, steered
 """
 
@@ -17,18 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.stages import Steering, normalize_rows
-from epic_edge.types import Preference
+from epic_edge.stages import normalize_rows
 
-VARIANTS = ("instruction+steer", "item+hedge", "sum+steer")
-HEDGE_TEMPERATURE = 0.05
-
-
-def hedge_vector(q: np.ndarray, pref_vectors: np.ndarray,
-                 temperature: float = HEDGE_TEMPERATURE) -> np.ndarray:
-    """The core's hedged steering (Steering with hedge=T) over bare preference vectors."""
-    prefs = [Preference(n, "") for n in range(len(pref_vectors))]
-    return Steering(prefs, pref_vectors, hedge=temperature).steer(q)[0]
+VARIANTS = ("instruction+steer", "item+steer", "sum+steer")
 
 
 def entry_rows(memory: Any) -> list[tuple]:
@@ -59,13 +51,10 @@ class KeptEntries:
         """Top-k (score, item text) for a unit question vector under `variant`."""
         if not self.texts:
             return []
-        if variant == "item+hedge":
-            query, vectors = hedge_vector(q, pref_vectors), self.item_vectors
-        else:
-            best = int(np.argmax(pref_vectors @ q))
-            query = normalize_rows(q + pref_vectors[best])
-            vectors = (self.instruction_vectors if variant == "instruction+steer"
-                       else self.sum_vectors)
+        best = int(np.argmax(pref_vectors @ q))
+        query = normalize_rows(q + pref_vectors[best])
+        vectors = {"instruction+steer": self.instruction_vectors,
+                   "item+steer": self.item_vectors, "sum+steer": self.sum_vectors}[variant]
         scores = vectors @ np.asarray(query, np.float32).reshape(-1)
         top = np.argsort(-scores, kind="stable")
         out: list[tuple[float, str]] = []

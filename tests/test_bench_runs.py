@@ -63,7 +63,7 @@ def test_quality_json_has_every_system_and_judged_metric(quality_result):
         assert 0.0 <= row["both"] <= min(row["aligned"], row["answers"]) <= 1.0
         assert row["dev"] and row["test"]  # persona 0 is dev, persona 1 test
     assert r["systems"]["epic"]["pap@5_self_graded"] is not None
-    assert r["systems"]["epic:item+hedge"]["pap@5_self_graded"] is None
+    assert r["systems"]["epic:item+steer"]["pap@5_self_graded"] is None
     assert set(r["summary"]["targets_met"]) >= {"aligned >= SE + 0.15", "unjudged < 5%"}
     evidence = r["per_persona"][0]["policy_evidence"]
     assert len(evidence["own"]) == 60 and len(evidence["none"]) >= 200
