@@ -17,6 +17,7 @@ from epic_edge.bench.replay import ReplayVerifier
 from epic_edge.bench.systems import EpicMemory
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.errors import InvalidInputError
+from epic_edge.maintenance import Budget
 from epic_edge.optional import optional_import
 
 
@@ -32,8 +33,9 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
     """Stream `items` chunks in `batches` steps; each step, with probability `drift`, one
     preference is added or removed (fixed `seed`). Returns the per-step JSON.
 
-    `max_bytes` / `max_entries` give EPIC's memory a budget (Memory.set_budget): after each
-    batch the entries with the lowest confidence leave until it fits. engine "ray": the corpus
+    `max_bytes` / `max_entries` give EPIC's memory a budget (Memory.set_budget) in place of the
+    profile's: after each batch the preference holding the most entries gives up its least
+    confident ones until it fits. engine "ray": the corpus
     is embedded and each batch's verdicts judged ahead on a Ray cluster, same figures."""
     if batches < 1 or items < batches:
         raise InvalidInputError("need at least one batch and one item per batch")
@@ -63,6 +65,7 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
         block_of = {p.id: j for p, j in zip(epic.prefs, active)}
         if max_bytes is not None or max_entries is not None:
             epic.memory.set_budget(max_entries=max_entries, max_bytes=max_bytes)
+        budget = Budget.load(epic.memory.store)  # the profile's, unless given here
         everything = StoreEverything(Path(tmp) / "store-everything.sqlite", cached)
         stored: list[int] = []
         for step, chunk in enumerate(np.array_split(np.array(order), batches)):
@@ -92,7 +95,7 @@ def run(*, dataset: str = "prefwiki", corpus: str | None = None, persona: int = 
             cluster.close()
     result = {"bench": "stream", "dataset": dataset, "corpus": corpus, "persona": persona,
               "seed": seed, "drift": drift, "verifier": verifier, "tau": tau, "k": k,
-              "budget": {"max_bytes": max_bytes, "max_entries": max_entries},
+              "budget": {"max_bytes": budget.max_bytes, "max_entries": budget.max_entries},
               "steps": steps, "elapsed_s": time.perf_counter() - started,
               "engine": cluster.describe(replay) if cluster else {"name": "local"},
               "machine": common.machine()}

