@@ -128,9 +128,10 @@ class Steering:
             similarity = max(values)
             best = values.index(similarity)
         if self.hedge is not None:
-            weights = np.exp((sims - similarity) / self.hedge)
-            steered = q + (weights / weights.sum()) @ self.vectors
-            return steered / np.linalg.norm(steered), self.preferences[best], similarity
+            weights = np.exp((sims - similarity) * (1.0 / self.hedge))
+            steered = q + weights.dot(self.vectors) * (1.0 / float(weights.sum()))
+            steered *= 1.0 / math.sqrt(float(steered.dot(steered)))
+            return steered, self.preferences[best], similarity
         steered = q + self.vectors[best]
         steered *= 1.0 / math.sqrt(max(2.0 + 2.0 * similarity, 1e-12))
         return steered, self.preferences[best], similarity

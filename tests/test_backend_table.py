@@ -58,12 +58,15 @@ def test_unknown_backend_and_retrieval_key_are_refused(tmp_path):
         load_profile(path)
 
 
-@pytest.mark.parametrize("quantile, message", [(0, "0; above 0.0"), (1.0, "1.0; below 1.0")])
-def test_a_quantile_at_either_end_is_refused_on_load(tmp_path, quantile, message):
+@pytest.mark.parametrize("key, value, message", [
+    ("item_gate_quantile", 0, "0; above 0.0"), ("item_gate_quantile", 1.0, "1.0; below 1.0"),
+    ("hedge", 0.0, "0.0; above 0.0"),  # a temperature of 0 would divide by zero
+])
+def test_a_setting_at_the_end_of_its_range_is_refused_on_load(tmp_path, key, value, message):
     path = tmp_path / "p.toml"
-    path.write_text(BASE.format(verifier="") + f"[retrieval]\nitem_gate_quantile = {quantile}\n",
+    path.write_text(BASE.format(verifier="") + f"[retrieval]\n{key} = {value}\n",
                     encoding="utf-8")
-    wanted = rf"{re.escape(str(path))}.*item_gate_quantile is {re.escape(message)}"
+    wanted = rf"{re.escape(str(path))}.*{key} is {re.escape(message)}"
     with pytest.raises(ProfileError, match=wanted):
         load_profile(path)
 
