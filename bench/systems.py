@@ -93,6 +93,7 @@ class EpicMemory:
         self.memory.gate, self.memory.min_score = retrieval.get("gate"), retrieval.get("min_score")
         self.memory.item_gate = retrieval.get("item_gate")
         self.memory.hedge = retrieval.get("hedge")  # read when the preferences load below
+        self.memory.steer_weight = retrieval.get("steer_weight", 1.0)
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

@@ -51,6 +51,7 @@ class Memory:
         item_gate_quantile: float | None = None,
         min_score: float | None = None,
         hedge: float | None = None,
+        steer_weight: float = 1.0,
         consolidate_threshold: float | None = 0.95,
     ) -> None:
         self.store = store
@@ -64,6 +65,7 @@ class Memory:
         self.background = (BackgroundGate(item_gate_quantile) if item_gate_quantile is not None
                            else None)
         self.hedge = hedge  # steering temperature (see Steering); None: argmax preference
+        self.steer_weight = steer_weight  # the preference's pull on a question (see Steering)
         self.min_score = min_score  # hits scoring below this are dropped
         self.consolidate_threshold = consolidate_threshold  # merge a new instruction this close
         self._verifier = verifier
@@ -151,7 +153,7 @@ class Memory:
     # -- preferences --------------------------------------------------------------------
     def reload_preferences(self) -> None:
         prefs, vectors = self.store.preferences(self.embedder.dim)
-        self.steering = Steering(prefs, vectors, self.hedge)
+        self.steering = Steering(prefs, vectors, self.hedge, self.steer_weight)
 
     def preferences(self) -> list[Preference]:
         return list(self.steering.preferences)

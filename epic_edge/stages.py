@@ -79,18 +79,22 @@ _PYTHON_ARGMAX_UP_TO = 64
 
 
 class Steering:
-    """Routes a query to its closest preference and steers it: q~ = norm(E(q) + E(p*)).
+    """Routes a query to its closest preference and steers it: q~ = norm(E(q) + w E(p*)).
 
     Preference embeddings are given once, normalised and cached here; a query costs one
     (m x d) matrix-vector product, an argmax and one scaled add.
     """
 
     def __init__(self, preferences: Sequence[Preference], vectors: np.ndarray,
-                 hedge: float | None = None) -> None:
+                 hedge: float | None = None, weight: float = 1.0) -> None:
         self.preferences = list(preferences)
         # hedge = T: steer toward sum_p softmax(E(q)·E(p) / T) E(p) instead of E(p*) alone, so
         # a question between two preferences is not bet on one (None: the paper's argmax)
         self.hedge = hedge
+        # weight = w: how hard the preference pulls (1: the paper; 0: the question alone)
+        if not weight >= 0.0:
+            raise ValueError(f"steering weight must be >= 0, got {weight!r}")
+        self.weight = float(weight)
         if len(self.preferences) != len(vectors):
             raise ValueError("one embedding per preference is required")
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -108,8 +112,8 @@ class Steering:
         """Return (q~, p*, similarity) for a unit-norm query (every Embedder returns unit rows);
         q~ is the query itself without preferences.
 
-        |E(q) + E(p*)|^2 = 2 + 2 E(q)·E(p*) for unit vectors, so the norm comes from the
-        similarity already computed.
+        |E(q) + w E(p*)|^2 = 1 + w^2 + 2w E(q)·E(p*) for unit vectors, so the norm comes from
+        the similarity already computed.
         """
         q = query_vector
         if not (type(q) is np.ndarray and q.dtype == np.float32 and q.ndim == 1):
@@ -127,11 +131,12 @@ class Steering:
             values = sims.tolist()
             similarity = max(values)
             best = values.index(similarity)
+        w = self.weight
         if self.hedge is not None:
             weights = np.exp((sims - similarity) * (1.0 / self.hedge))
-            steered = q + weights.dot(self.vectors) * (1.0 / float(weights.sum()))
+            steered = q + weights.dot(self.vectors) * (w / float(weights.sum()))
             steered *= 1.0 / math.sqrt(float(steered.dot(steered)))
             return steered, self.preferences[best], similarity
-        steered = q + self.vectors[best]
-        steered *= 1.0 / math.sqrt(max(2.0 + 2.0 * similarity, 1e-12))
+        steered = q + self.vectors[best] * w
+        steered *= 1.0 / math.sqrt(max(1.0 + w * w + 2.0 * w * similarity, 1e-12))
         return steered, self.preferences[best], similarity

@@ -113,3 +113,27 @@ def test_hedged_steering_mixes_preferences_by_softmax():
     sharp, _, _ = Steering(prefs, vectors, hedge=1e-4).steer(q)
     argmax, _, _ = Steering(prefs, vectors).steer(q)
     assert np.allclose(sharp, argmax, atol=1e-5)
+
+
+@pytest.mark.parametrize("hedge", [None, 0.05])
+def test_steering_weight_scales_the_preference_pull(hedge):
+    prefs = [Preference(1, "a"), Preference(2, "b")]
+    vectors = np.eye(2, 3, dtype=np.float32)
+    q = np.array([0.6, 0.2, 0.77], np.float32)
+    q /= np.linalg.norm(q)
+    full, _, _ = Steering(prefs, vectors, hedge=hedge).steer(q)
+    half, best, _ = Steering(prefs, vectors, hedge=hedge, weight=0.5).steer(q)
+    pull = vectors[0] if hedge is None else (
+        np.exp((vectors @ q - (vectors @ q).max()) / hedge) @ vectors
+        / np.exp((vectors @ q - (vectors @ q).max()) / hedge).sum())
+    expected = q + 0.5 * pull
+    assert best == prefs[0]
+    assert np.allclose(half, expected / np.linalg.norm(expected), atol=1e-6)
+    assert float(half @ q) > float(full @ q)  # a lighter pull stays closer to the question
+    assert np.allclose(Steering(prefs, vectors, hedge=hedge, weight=0.0).steer(q)[0], q,
+                       atol=1e-6)
+
+
+def test_steering_weight_must_not_be_negative():
+    with pytest.raises(ValueError, match="weight"):
+        Steering([Preference(1, "a")], np.eye(1, 3, dtype=np.float32), weight=-0.1)
