@@ -11,7 +11,7 @@ import numpy as np
 
 from epic_edge.baseline import StoreEverything
 from epic_edge.memory import Memory
-from epic_edge.stages import normalize_rows
+from epic_edge.stages import PAPER_STEER_WEIGHT, normalize_rows
 from epic_edge.types import Item
 
 SYSTEMS = ("store-everything", "store-everything+steer", "coarse", "coarse+fine", "epic")
@@ -93,7 +93,7 @@ class EpicMemory:
         self.memory.gate, self.memory.min_score = retrieval.get("gate"), retrieval.get("min_score")
         self.memory.item_gate = retrieval.get("item_gate")
         self.memory.hedge = retrieval.get("hedge")  # read when the preferences load below
-        self.memory.steer_weight = retrieval.get("steer_weight", 1.0)
+        self.memory.steer_weight = retrieval.get("steer_weight", PAPER_STEER_WEIGHT)
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

@@ -25,7 +25,7 @@ from epic_edge.opening import open_memory
 from epic_edge.profiles import Profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
 from epic_edge.retrieval import Retrieval, lookup
-from epic_edge.stages import Steering
+from epic_edge.stages import PAPER_STEER_WEIGHT, Steering
 from epic_edge.store import MemoryStore
 from epic_edge.types import BatchStats, Hit, Item, Preference
 from epic_edge.vectors import LEGACY_ENTRY_VECTOR
@@ -51,7 +51,7 @@ class Memory:
         item_gate_quantile: float | None = None,
         min_score: float | None = None,
         hedge: float | None = None,
-        steer_weight: float = 1.0,
+        steer_weight: float = PAPER_STEER_WEIGHT,
         consolidate_threshold: float | None = 0.95,
     ) -> None:
         self.store = store

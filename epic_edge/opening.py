@@ -10,6 +10,7 @@ from epic_edge.maintenance import Budget
 from epic_edge.models import model_dir as default_model_dir
 from epic_edge.profiles import Profile, load_profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
+from epic_edge.stages import PAPER_STEER_WEIGHT
 from epic_edge.store import MemoryStore
 from epic_edge.vectors import LEGACY_ENTRY_VECTOR
 
@@ -46,7 +47,7 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
                      gate=calibrated.get("gate"), item_gate=calibrated.get("item_gate"),
                      item_gate_quantile=calibrated.get("item_gate_quantile"),
                      min_score=calibrated.get("min_score"), hedge=calibrated.get("hedge"),
-                     steer_weight=calibrated.get("steer_weight", 1.0))
+                     steer_weight=calibrated.get("steer_weight", PAPER_STEER_WEIGHT))
         if created and prof.budget and not read_only:
             # a new memory starts with the profile's budget; an existing one keeps its own
             Budget(**prof.budget).save(store)

@@ -76,6 +76,7 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
 
 
 _PYTHON_ARGMAX_UP_TO = 64
+PAPER_STEER_WEIGHT = 1.0  # q~ = norm(E(q) + E(p*)): the preference pulls as hard as the question
 
 
 class Steering:
@@ -86,7 +87,8 @@ class Steering:
     """
 
     def __init__(self, preferences: Sequence[Preference], vectors: np.ndarray,
-                 hedge: float | None = None, weight: float = 1.0) -> None:
+                 hedge: float | None = None,
+                 weight: float = PAPER_STEER_WEIGHT) -> None:
         self.preferences = list(preferences)
         # hedge = T: steer toward sum_p softmax(E(q)·E(p) / T) E(p) instead of E(p*) alone, so
         # a question between two preferences is not bet on one (None: the paper's argmax)

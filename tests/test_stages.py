@@ -123,9 +123,11 @@ def test_steering_weight_scales_the_preference_pull(hedge):
     q /= np.linalg.norm(q)
     full, _, _ = Steering(prefs, vectors, hedge=hedge).steer(q)
     half, best, _ = Steering(prefs, vectors, hedge=hedge, weight=0.5).steer(q)
-    pull = vectors[0] if hedge is None else (
-        np.exp((vectors @ q - (vectors @ q).max()) / hedge) @ vectors
-        / np.exp((vectors @ q - (vectors @ q).max()) / hedge).sum())
+    if hedge is None:
+        pull = vectors[0]
+    else:
+        softmax = np.exp((vectors @ q - (vectors @ q).max()) / hedge)
+        pull = (softmax / softmax.sum()) @ vectors
     expected = q + 0.5 * pull
     assert best == prefs[0]
     assert np.allclose(half, expected / np.linalg.norm(expected), atol=1e-6)
