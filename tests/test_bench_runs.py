@@ -167,3 +167,12 @@ def test_report_markdown_renders_from_results(tmp_path, quality_result):
     text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
     assert "| learned siamese | 0.750     | 0.700  | 0.724 | 0.880   | 0.690" in text
     assert "- task training, not size" in text
+    assert "each setting tried" not in text  # no quality-*.json runs beside quality.json
+
+    # every quality-*.json beside quality.json is a setting tried: a dev row each, rescored
+    run = json.dumps(quality_result, default=float)
+    (tmp_path / "quality.json").write_text(run)
+    (tmp_path / "quality-steer-weight-0.5.json").write_text(run)
+    text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
+    assert "### EPIC on the dev split under each setting tried" in text
+    assert "| shipped default " in text and "| steer-weight-0.5 " in text
