@@ -13,6 +13,7 @@ VARIANT_LABELS = {
     "epic:instruction+steer": "EPIC indexed by instructions (the paper's design), steered",
     "epic:item+steer": "EPIC, item vectors, argmax steering (unhedged)",
     "epic:sum+steer": "EPIC, item + instruction vectors, steered",
+    "epic:item+hedge": "EPIC without lexical evidence (vector score alone)",
 }
 
 

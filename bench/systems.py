@@ -94,6 +94,7 @@ class EpicMemory:
         self.memory.item_gate = retrieval.get("item_gate")
         self.memory.hedge = retrieval.get("hedge")  # read when the preferences load below
         self.memory.steer_weight = retrieval.get("steer_weight", PAPER_STEER_WEIGHT)
+        self.memory.lexical = retrieval.get("lexical")
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

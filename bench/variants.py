@@ -9,6 +9,9 @@ as configured, is the `epic` system beside them):
 - `item+steer`: the item's vector, steered to the closest preference alone (the paper's
   argmax routing; the shipped profiles hedge: retrieval.hedge)
 - `sum+steer`: normalise(E(item) + E(instruction)) per entry, steered
+- `item+hedge`: item vectors and the memory's own steering (hedged in the shipped profiles),
+  ranked by the vector score alone: the shipped ranking without its lexical evidence
+  (retrieval.lexical, epic_edge/lexical.py)
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 
 from epic_edge.stages import normalize_rows
 
-VARIANTS = ("instruction+steer", "item+steer", "sum+steer")
+VARIANTS = ("instruction+steer", "item+steer", "sum+steer", "item+hedge")
 
 
 def entry_rows(memory: Any) -> list[tuple]:
@@ -36,6 +39,7 @@ class KeptEntries:
     def __init__(self, memory: Any, embedder: Any) -> None:
         rows = entry_rows(memory)
         self.texts = [row[3] for row in rows]
+        self.steering = memory.steering  # the memory's own (hedged, weighted) steering
         empty = np.empty((0, memory.embedder.dim), np.float32)
         self.item_vectors = embedder.embed(self.texts) if self.texts else empty
         self.instruction_vectors = (embedder.embed([row[1] for row in rows])
@@ -51,11 +55,16 @@ class KeptEntries:
         """Top-k (score, item text) for a unit question vector under `variant`."""
         if not self.texts:
             return []
+        if variant == "item+hedge":
+            steered = np.asarray(self.steering.steer(q)[0], np.float32).reshape(-1)
+            return self._top(self.item_vectors @ steered, k)
         best = int(np.argmax(pref_vectors @ q))
         query = normalize_rows(q + pref_vectors[best])
         vectors = {"instruction+steer": self.instruction_vectors,
                    "item+steer": self.item_vectors, "sum+steer": self.sum_vectors}[variant]
-        scores = vectors @ np.asarray(query, np.float32).reshape(-1)
+        return self._top(vectors @ np.asarray(query, np.float32).reshape(-1), k)
+
+    def _top(self, scores: np.ndarray, k: int) -> list[tuple[float, str]]:
         top = np.argsort(-scores, kind="stable")
         out: list[tuple[float, str]] = []
         seen: set[str] = set()

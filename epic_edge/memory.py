@@ -13,6 +13,7 @@ from epic_edge.context import format_context, regime_rules
 from epic_edge.entry_index import EntryIndex
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester
+from epic_edge.lexical import LexicalEvidence
 from epic_edge.limits import MAX_K, MAX_QUESTION_CHARS, clean_text, one_or_many
 from epic_edge.maintenance import (
     DEFAULT_HALF_LIFE_DAYS,
@@ -52,6 +53,7 @@ class Memory:
         min_score: float | None = None,
         hedge: float | None = None,
         steer_weight: float = PAPER_STEER_WEIGHT,
+        lexical: float | None = None,
         consolidate_threshold: float | None = 0.95,
     ) -> None:
         self.store = store
@@ -66,6 +68,10 @@ class Memory:
                            else None)
         self.hedge = hedge  # steering temperature (see Steering); None: argmax preference
         self.steer_weight = steer_weight  # the preference's pull on a question (see Steering)
+        # hits rank by vector score + lexical x the question's BM25 over the entries' items
+        # divided by the best one (epic_edge.lexical); None or 0: by vector score alone
+        self.lexical = lexical
+        self.lexical_evidence = LexicalEvidence()
         self.min_score = min_score  # hits scoring below this are dropped
         self.consolidate_threshold = consolidate_threshold  # merge a new instruction this close
         self._verifier = verifier

@@ -47,7 +47,8 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
                      gate=calibrated.get("gate"), item_gate=calibrated.get("item_gate"),
                      item_gate_quantile=calibrated.get("item_gate_quantile"),
                      min_score=calibrated.get("min_score"), hedge=calibrated.get("hedge"),
-                     steer_weight=calibrated.get("steer_weight", PAPER_STEER_WEIGHT))
+                     steer_weight=calibrated.get("steer_weight", PAPER_STEER_WEIGHT),
+                     lexical=calibrated.get("lexical"))
         if created and prof.budget and not read_only:
             # a new memory starts with the profile's budget; an existing one keeps its own
             Budget(**prof.budget).save(store)

@@ -26,7 +26,8 @@ TOP_LEVEL = {"name": TEXT, "description": TEXT, "platform": Option(str, PLATFORM
 RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_score": COSINE,
                      "item_gate_quantile": Option(float, min=0.0, max=1.0, exclusive=True),
                      "hedge": Option(float, min=0.0, exclusive=True),
-                     "steer_weight": Option(float, min=0.0)}
+                     "steer_weight": Option(float, min=0.0),
+                     "lexical": Option(float, min=0.0)}
 # [budget]: the limits a memory created with this profile starts with (epic_edge.maintenance)
 BUDGET_OPTIONS = {"max_entries": POSITIVE, "max_bytes": POSITIVE,
                   "half_life_days": Option(float, min=0.0, exclusive=True)}

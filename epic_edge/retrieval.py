@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from epic_edge.lexical import fuse
 from epic_edge.types import Hit, Preference
 
 if TYPE_CHECKING:
@@ -65,7 +66,14 @@ def lookup(
                              f"{similarity:.3f} < gate {gate:.3f}){found}", timings)
         reason = (f"its best entry scores {evidence:.3f} >= item_gate {item_gate:.3f} (closest "
                   f"preference at {similarity:.3f})")
-    scores, ids = memory.entry_index.search(query, k)
+    if memory.lexical:  # every entry's vector score, fused with the question's BM25
+        scores, ids = memory.entry_index.search(query, len(memory.entry_index))
+        found_ids, lexical = memory.lexical_evidence.scores(memory.store, memory.entry_index,
+                                                            question)
+        top = fuse(scores[0], ids[0], found_ids, lexical, memory.lexical, k)
+        scores, ids = top[0][None], top[1][None]
+    else:
+        scores, ids = memory.entry_index.search(query, k)
     lap("search")
     rows = memory.store.entries_by_id(i for i in ids[0] if i >= 0)
     hits = []

@@ -178,6 +178,11 @@ class MemoryStore(SQLiteFile):
     def seal_vector(self, blob: bytes) -> bytes:
         return self.sealer.seal_bytes(blob) if self.vectors_sealed else blob
 
+    def entry_texts(self) -> dict[int, str]:
+        """entry id -> its item's text, for every entry."""
+        rows = self.query("SELECT e.id, i.text FROM entries e JOIN items i ON i.id = e.item_id")
+        return {int(r[0]): self.sealer.open(r[1]) for r in rows}
+
     def entries_by_id(self, ids: Iterable[int]) -> dict[int, tuple]:
         """entry id -> (id, instruction, confidence, item text, source, pref id, pref text)."""
         ids = [int(i) for i in ids]

@@ -1,0 +1,92 @@
+"""Lexical evidence: BM25 of a question over a memory's entries, fused with the vector score."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from epic_edge.entry_index import EntryIndex
+    from epic_edge.store import MemoryStore
+
+STOPWORDS = frozenset(
+    "a an the of to in on for and or is are was were be been it this that with as at by from "
+    "what which who whom how why when where do does did i me my we you your should can could "
+    "would will about any some there their they them he she his her its into than then so if "
+    "not no but have has had".split())
+
+
+def terms(text: str) -> list[str]:
+    """Lower-case words of two or more characters, stopwords left out."""
+    return [t for t in re.findall(r"[a-z0-9]+", text.lower()) if len(t) > 1 and t not in STOPWORDS]
+
+
+class BM25:
+    """Okapi BM25 (k1, b) with an inverted index: a query touches only passages sharing a term."""
+
+    def __init__(self, texts: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+        self.size = len(texts)
+        counts = [Counter(terms(t)) for t in texts]
+        lengths = np.array([sum(c.values()) for c in counts], np.float64)
+        average = float(lengths.mean()) if self.size else 1.0
+        norm = k1 * (1.0 - b + b * lengths / max(average, 1e-9))
+        self.postings: dict[str, list[tuple[int, float]]] = {}
+        for i, c in enumerate(counts):
+            for term, f in c.items():
+                self.postings.setdefault(term, []).append((i, f * (k1 + 1.0) / (f + norm[i])))
+        self.idf = {t: math.log(1.0 + (self.size - len(p) + 0.5) / (len(p) + 0.5))
+                    for t, p in self.postings.items()}
+
+    def scores(self, query: str) -> np.ndarray:
+        """One BM25 score per passage (0 where no query term occurs)."""
+        out = np.zeros(self.size, np.float64)
+        for term in set(terms(query)):
+            for i, weight in self.postings.get(term, ()):
+                out[i] += self.idf[term] * weight
+        return out
+
+    def normalised(self, query: str) -> np.ndarray:
+        """Scores divided by the best one, in [0, 1] (all 0 when nothing matches)."""
+        s = self.scores(query)
+        top = float(s.max()) if self.size else 0.0
+        return s / top if top > 0 else s
+
+
+class LexicalEvidence:
+    """BM25 over the item texts of a memory's entries, rebuilt after the entries change
+    (the entry index's version), so a query pays only the lookup of its own terms."""
+
+    def __init__(self) -> None:
+        self._version = -1
+        self._ids = np.empty(0, np.int64)
+        self._bm25 = BM25([])
+
+    def scores(self, store: MemoryStore, entries: EntryIndex,
+               question: str) -> tuple[np.ndarray, np.ndarray]:
+        """(entry ids, sorted; their BM25 scores for `question` divided by the best one)."""
+        with entries.lock:
+            if entries.version != self._version:
+                ids = entries.ids
+                texts = store.entry_texts()
+                self._bm25 = BM25([texts.get(int(i), "") for i in ids])
+                self._ids, self._version = ids, entries.version
+            return self._ids, self._bm25.normalised(question)
+
+
+def fuse(scores: np.ndarray, ids: np.ndarray, lexical_ids: np.ndarray, lexical: np.ndarray,
+         weight: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top k of score + weight x lexical score, as (vector scores, ids) in that order:
+    a hit keeps its vector score (what floors and gates are calibrated on)."""
+    valid = ids >= 0
+    scores, ids = scores[valid], ids[valid]
+    boost = np.zeros(len(ids))
+    if len(lexical_ids):
+        at = np.clip(np.searchsorted(lexical_ids, ids), 0, len(lexical_ids) - 1)
+        boost = np.where(lexical_ids[at] == ids, lexical[at], 0.0)
+    order = np.argsort(-(scores + weight * boost), kind="stable")[:k]
+    return scores[order], ids[order]
