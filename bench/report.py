@@ -122,7 +122,9 @@ def _dev_settings(out: Path) -> list[str]:
     return ["### EPIC on the dev split under each setting tried", "",
             "The shipped settings are the ones these runs chose on the dev split (by nDCG@5). "
             f"Each run's JSON is in {out.as_posix()}/, rescored here with today's judgments; "
-            "MB is the median over the personas the run built (52, or 26 for a dev-only run).",
+            "MB is the median over the personas the run built (52, or 26 for a dev-only run). "
+            "Each other row is the default of the day it ran with one setting changed (its name "
+            "says which): it compares with that day's default, not with today's.",
             "",
             common.table(rows, head), ""]
 
