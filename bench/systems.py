@@ -11,7 +11,8 @@ import numpy as np
 
 from epic_edge.baseline import StoreEverything
 from epic_edge.memory import Memory
-from epic_edge.stages import PAPER_STEER_WEIGHT, normalize_rows
+from epic_edge.opening import retrieval_settings
+from epic_edge.stages import normalize_rows
 from epic_edge.types import Item
 
 SYSTEMS = ("store-everything", "store-everything+steer", "coarse", "coarse+fine", "epic")
@@ -88,13 +89,13 @@ class EpicMemory:
     def __init__(self, path: Path, profile: Any, embedder: Any, verifier: Any, tau: float,
                  preferences: Sequence[str]) -> None:
         self.memory = Memory.open(path, profile, embedder=embedder, verifier=verifier, tau=tau)
-        # the bench's embedder is the profile's behind a cache: the profile's calibrated policy
-        retrieval = getattr(profile, "retrieval", {}) or {}
-        self.memory.gate, self.memory.min_score = retrieval.get("gate"), retrieval.get("min_score")
-        self.memory.item_gate = retrieval.get("item_gate")
-        self.memory.hedge = retrieval.get("hedge")  # read when the preferences load below
-        self.memory.steer_weight = retrieval.get("steer_weight", PAPER_STEER_WEIGHT)
-        self.memory.lexical = retrieval.get("lexical")
+        # the bench's embedder is the profile's behind a cache: the profile's calibrated
+        # settings (hedge and weight are read when the preferences load below); the bench
+        # calibrates the background cut itself (bench/policy.py)
+        settings = retrieval_settings(getattr(profile, "retrieval", {}) or {})
+        del settings["item_gate_quantile"]
+        for key, value in settings.items():
+            setattr(self.memory, key, value)
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

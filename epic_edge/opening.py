@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,16 @@ from epic_edge.vectors import LEGACY_ENTRY_VECTOR
 
 if TYPE_CHECKING:
     from epic_edge.memory import Memory
+
+
+def retrieval_settings(retrieval: Mapping[str, Any]) -> dict[str, Any]:
+    """Memory's keyword arguments from a profile's [retrieval]: the memory-use gate, the score
+    floor and how hits are ranked (steering, lexical evidence); unset ones are off."""
+    return {"gate": retrieval.get("gate"), "item_gate": retrieval.get("item_gate"),
+            "item_gate_quantile": retrieval.get("item_gate_quantile"),
+            "min_score": retrieval.get("min_score"), "hedge": retrieval.get("hedge"),
+            "steer_weight": retrieval.get("steer_weight", PAPER_STEER_WEIGHT),
+            "lexical": retrieval.get("lexical")}
 
 
 def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profile, *,
@@ -40,15 +51,11 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
         factory = verifier or (lambda: registry.create("verifier", verifier_config, models))
         fmt = vector_format or str(prof.index.get("vectors", "float32"))
         kind = entry_vector or str(prof.index.get("entry_vector", LEGACY_ENTRY_VECTOR))
-        # gate and floor are calibrated for the profile's embedder, like tau
-        calibrated: dict[str, Any] = prof.retrieval if embedder is None else {}
+        # gate, floor and ranking are calibrated for the profile's embedder, like tau
+        calibrated = retrieval_settings(prof.retrieval if embedder is None else {})
         memory = cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
                      verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
-                     gate=calibrated.get("gate"), item_gate=calibrated.get("item_gate"),
-                     item_gate_quantile=calibrated.get("item_gate_quantile"),
-                     min_score=calibrated.get("min_score"), hedge=calibrated.get("hedge"),
-                     steer_weight=calibrated.get("steer_weight", PAPER_STEER_WEIGHT),
-                     lexical=calibrated.get("lexical"))
+                     **calibrated)
         if created and prof.budget and not read_only:
             # a new memory starts with the profile's budget; an existing one keeps its own
             Budget(**prof.budget).save(store)
