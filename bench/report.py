@@ -66,7 +66,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "",
         quality.render(results["quality"]),
         "",
-        *_dev_settings(out),
+        *_dev_settings(out, results["quality"]),
         "## Latency breakdown (`epic-edge bench latency`)",
         "",
         latency.render(results["latency"]),
@@ -98,17 +98,19 @@ def _labels() -> dict:
     return relevance.primary_labels(relevance.load_judgments())
 
 
-def _dev_settings(out: Path) -> list[str]:
+def _dev_settings(out: Path, shipped: dict[str, Any]) -> list[str]:
     """EPIC on the dev split under each setting tried (`out`/quality-*.json), rescored with
-    today's judgments beside the shipped default: the runs the choices were made from."""
-    runs = [("shipped default", out / FILES["quality"])] + [
-        (path.stem.removeprefix("quality-"), path) for path in sorted(out.glob("quality-*.json"))]
+    today's judgments, beside the shipped default's run (`shipped`, scored already)."""
     labels, rows = _labels(), []
-    for name, path in runs:
-        result = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        if "retrieved" not in result:  # an older format, or no run
+    runs = [("shipped default", shipped)] + [
+        (path.stem.removeprefix("quality-"), json.loads(path.read_text(encoding="utf-8")))
+        for path in sorted(out.glob("quality-*.json"))]
+    for name, result in runs:
+        if "retrieved" not in result:  # an older format
             continue
-        epic = quality.rescore(result, labels)["systems"].get("epic") or {}
+        if result is not shipped:
+            result = quality.rescore(result, labels)
+        epic = result["systems"].get("epic") or {}
         dev = epic.get("dev")
         if dev:
             rows.append([name, str(result.get("profile")),

@@ -91,7 +91,9 @@ def main(argv: list[str]) -> int:
     rep = sub.add_parser("report", help="run latency, quality and stream; write BENCHMARKS.md")
     rep.add_argument("--out", type=Path, default=Path("bench/results"))
     rep.add_argument("--markdown", type=Path, default=Path("BENCHMARKS.md"))
-    rep.add_argument("--reuse", action="store_true", help="reuse JSON files already in --out")
+    rep.add_argument("--reuse", action="store_true",
+                     help="reuse JSON files already in --out (quality.json is rescored with "
+                          "today's judgments and written back)")
     _quality_options(rep)
     add_profile_options(rep)
     args = p.parse_args(argv)
