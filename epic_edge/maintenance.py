@@ -97,7 +97,8 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
         last_total, step = None, 0
         while True:
             store.vacuum()
-            total, entries = store.file_bytes(), store.count("entries")
+            # the content's size: a WAL another process's reader pins is not the memory
+            total, entries = store.content_bytes(), store.count("entries")
             if total <= budget.max_bytes or entries == 0:
                 break
             need = math.ceil((total - budget.max_bytes) / (total / entries))

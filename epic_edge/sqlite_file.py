@@ -159,6 +159,14 @@ class SQLiteFile:
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return sum(p.stat().st_size for p in self._files())
 
+    def content_bytes(self) -> int:
+        """The database's own size (page_count x page_size): what it holds, whether or not a
+        reader in another process keeps the WAL from being checkpointed into the file."""
+        with self._lock, self._translate():
+            pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+            size = self.conn.execute("PRAGMA page_size").fetchone()[0]
+        return int(pages) * int(size)
+
     def _files(self) -> list[Path]:
         # the -shm file is a shared-memory index SQLite rebuilds; it is not memory content
         return [p for p in (self.path, Path(f"{self.path}-wal")) if p.exists()]
