@@ -92,13 +92,18 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
             store.vacuum()
             evicted += victims
     if budget.max_bytes is not None:
-        # evict about what the overshoot is worth, measured on disk after a vacuum; pages are
-        # 4 KB, so when a round frees no page the next one evicts twice as many
+        # evict about what the overshoot is worth, measured in the pages the content uses
+        # after a vacuum; pages are 4 KB, so when a round frees no page the next one evicts
+        # twice as many
         last_total, step = None, 0
         while True:
-            store.vacuum()
-            # the content's size: a WAL another process's reader pins is not the memory
-            total, entries = store.content_bytes(), store.count("entries")
+            # a batch that fits is measured without a vacuum, whose checkpoint would wait on
+            # any reader in another process
+            total = store.content_bytes()
+            if total > budget.max_bytes:
+                store.vacuum()
+                total = store.content_bytes()
+            entries = store.count("entries")
             if total <= budget.max_bytes or entries == 0:
                 break
             need = math.ceil((total - budget.max_bytes) / (total / entries))
@@ -108,6 +113,8 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
             last_total = total
             delete_entries(store, victims)
             evicted += victims
+        if evicted:
+            store.vacuum()  # no evicted text stays in free pages or the WAL
     return evicted
 
 

@@ -194,6 +194,7 @@ class Memory:
         while batch := list(islice(stream, batch_size)):
             stats = ingester.run(batch)
             stats.evicted = len(evict_to_budget(self.store, self.entry_index, budget))
+            self.store.checkpoint()
             yield stats
 
     def ingest(self, items: Iterable[Any], batch_size: int = 32) -> list[BatchStats]:

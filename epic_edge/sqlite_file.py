@@ -18,6 +18,7 @@ _PRAGMAS = (
     "PRAGMA synchronous=FULL",
     "PRAGMA foreign_keys=ON",
     "PRAGMA secure_delete=ON",
+    "PRAGMA journal_size_limit=0",  # a checkpointed WAL is cut back to nothing on disk
 )
 
 
@@ -152,6 +153,12 @@ class SQLiteFile:
             finally:  # even when VACUUM failed (disk full), the WAL's pages go into the file
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    def checkpoint(self) -> None:
+        """Copy the WAL into the file as far as readers allow, without waiting on them."""
+        with self._lock, self._translate():
+            if not self.read_only:
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
     def file_bytes(self) -> int:
         """Bytes on disk after a checkpoint (none when read-only): the file and its WAL."""
         with self._lock, self._translate():
@@ -160,12 +167,12 @@ class SQLiteFile:
         return sum(p.stat().st_size for p in self._files())
 
     def content_bytes(self) -> int:
-        """The database's own size (page_count x page_size): what it holds, whether or not a
-        reader in another process keeps the WAL from being checkpointed into the file."""
+        """Bytes the content uses: (page_count - freelist_count) x page_size, whether or not
+        a reader in another process keeps the WAL from being checkpointed into the file."""
         with self._lock, self._translate():
-            pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
-            size = self.conn.execute("PRAGMA page_size").fetchone()[0]
-        return int(pages) * int(size)
+            pages, free, size = (self.conn.execute(f"PRAGMA {name}").fetchone()[0]
+                                 for name in ("page_count", "freelist_count", "page_size"))
+        return (int(pages) - int(free)) * int(size)
 
     def _files(self) -> list[Path]:
         # the -shm file is a shared-memory index SQLite rebuilds; it is not memory content

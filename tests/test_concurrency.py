@@ -6,7 +6,7 @@ import subprocess
 import sys
 import threading
 
-from crash_harness import PREFERENCES, TESTS, WRITER, batch_items, open_fake_memory
+from crash_harness import BATCHES, PREFERENCES, TESTS, WRITER, batch_items, open_fake_memory
 from fault_harness import run_concurrent_edits
 
 READER = f"""
@@ -51,6 +51,42 @@ def test_readers_in_other_processes_see_commits_without_errors(tmp_path):
         texts = [r[0] for r in memory.store.query("SELECT text FROM items")]
         assert len(texts) == len(set(texts))  # two writers, same items: no duplicates
         assert len(memory.retrieve("vegan tofu plant cooking", k=50)) > most // 2
+
+
+PINNING_READER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN")
+conn.execute("SELECT count(*) FROM items").fetchone()  # holds this snapshot: no checkpoint
+print("pinned", flush=True)
+sys.stdin.read()
+"""
+
+
+def _budgeted_ingest(path, pin: bool) -> tuple[int, int]:
+    with open_fake_memory(str(path)) as memory:  # linux-cpu: a 0.5 MB budget
+        memory.add_preferences(PREFERENCES)
+        memory.ingest(batch_items(0))
+        reader = subprocess.Popen([sys.executable, "-c", PINNING_READER, str(path)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+                                  ) if pin else None
+        try:
+            assert reader is None or reader.stdout.readline().strip() == "pinned"
+            evicted = sum(s.evicted for n in range(1, BATCHES)
+                          for s in memory.ingest(batch_items(n)))
+        finally:
+            if reader is not None:
+                reader.communicate(timeout=60)
+        return evicted, memory.store.count("entries")
+
+
+def test_a_reader_holding_a_snapshot_does_not_make_ingest_evict(tmp_path):
+    # the pinned WAL grows past the budget; the memory's content does not
+    evicted, entries = _budgeted_ingest(tmp_path / "free.epic", pin=False)
+    assert evicted == 0 and entries > 0
+    assert _budgeted_ingest(tmp_path / "pinned.epic", pin=True) == (0, entries)
+    assert not (tmp_path / "pinned.epic-wal").exists()  # checkpointed into the file on close
+    assert (tmp_path / "pinned.epic").stat().st_size <= 500_000
 
 
 def test_reader_process_picks_up_new_entries(tmp_path):
