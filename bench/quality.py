@@ -16,6 +16,7 @@ from epic_edge.baseline import StoreEverything
 from epic_edge.bench import common, corpora, metrics, policy, relevance
 from epic_edge.bench.judged_metrics import aggregate as judged_aggregate
 from epic_edge.bench.judged_metrics import ceilings, score_list
+from epic_edge.bench.losses import judged_fates, passage_fates
 from epic_edge.bench.quality_summary import render, summary, verifier_note
 from epic_edge.bench.ray_bench import engine_cluster
 from epic_edge.bench.systems import SYSTEMS, Borrowed, EpicMemory, RawItems, steer_vector
@@ -83,11 +84,14 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         verifier_obj = cluster.judged_ahead(verifier_obj, items, vectors, personas_prefs,
                                             cached, tau)
     per_persona, retrieved, passages, evidence = [], {}, {}, {}
+    labels = relevance.primary_labels(relevance.load_judgments(judged_root))
+    followed = Followed(labels, items)
     try:
         for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
             t0 = time.perf_counter()
             row = _persona(wiki[p_index], p_index, qs, root, prof, cached, verifier_obj, items,
-                           vectors, everything, tau, k, variants, retrieved, passages, evidence)
+                           vectors, everything, tau, k, variants, retrieved, passages, evidence,
+                           followed)
             row["seconds"] = time.perf_counter() - t0
             per_persona.append(row)
             log(f"  persona {p_index} ({n}/{len(by_persona)}): {row['seconds']:.1f} s, "
@@ -99,7 +103,6 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
             verifier_obj.close()
         if cluster is not None:
             cluster.close()
-    labels = relevance.primary_labels(relevance.load_judgments(judged_root))
     config = {key: prof.retrieval.get(key) for key in ("gate", "item_gate", "item_gate_quantile")}
     result = {
         "bench": "quality", "split": split, "corpus": corpus, "chunks": len(items),
@@ -118,6 +121,21 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     }
     result["policy"] = policy.calibrate(per_persona, dict(prof.retrieval))
     return rescore(result, labels, judged_root=judged_root)
+
+
+class Followed:
+    """The passages whose fate in each memory a run records (bench.losses): every judged one
+    of the persona's questions and every one a system retrieved for them."""
+
+    def __init__(self, labels: dict, items: list) -> None:
+        self.judged: dict[str, set[str]] = defaultdict(set)
+        for qid, pid in labels:
+            self.judged[qid].add(pid)
+        self.index_of = {relevance.passage_id(it.text): i for i, it in enumerate(items)}
+
+    def pids(self, questions: list, retrieved: dict) -> set[str]:
+        return {pid for q in questions
+                for pid in self.judged[q.qid].union(*retrieved[q.qid].values())}
 
 
 def withheld_questions(result: dict[str, Any], questions: list[relevance.Question],
@@ -148,6 +166,7 @@ def rescore(result: dict[str, Any], labels: dict, config: dict[str, Any] | None 
     result["systems"] = judged_systems(questions, result["retrieved"], result["per_persona"],
                                        labels, result["k"], withheld)
     result["ceilings"] = ceilings(questions, result["per_persona"], labels, result["k"])
+    result["both_fates"] = judged_fates(questions, result["per_persona"], labels)
     result["summary"] = summary(result)
     return result
 
@@ -203,7 +222,8 @@ def _timed(fn, *args):  # type: ignore[no-untyped-def]
 def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any,
              embedder: Any, verifier: Any, items: list, vectors: np.ndarray,
              everything: RawItems, tau: float, k: int, variants: bool,
-             retrieved: dict, passages: dict, evidence: dict) -> dict[str, Any]:
+             retrieved: dict, passages: dict, evidence: dict,
+             followed: Followed) -> dict[str, Any]:
     pref_texts, _ = common.persona_questions(persona)
     epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, Borrowed(verifier), tau,
                       pref_texts)
@@ -277,6 +297,9 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
                               "memory_pids": [relevance.passage_id(row[3])
                                               for row in entry_rows(epic.memory)],
                               "policy_evidence": policy_rows, "systems": {}}
+    result["passage_fates"] = passage_fates(
+        followed.pids(questions, retrieved), set(result["memory_pids"]), followed.index_of,
+        items, vectors, epic.prefs, pref_vectors, tau, verifier)
     for name, cell in cells.items():
         family = name.split(":")[0].split("+")[0] if name != "coarse+fine" else "epic"
         result["systems"][name] = {**{key: list(v) for key, v in cell.items()},

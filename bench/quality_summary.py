@@ -125,7 +125,21 @@ def _ceiling_lines(result: dict[str, Any], s: dict[str, Any]) -> list[str]:
     return [f"- best possible P@{result['k']} on the {split} split, any ranking of the "
             f"passages judged so far (unjudged ones count as misses) in " + "; in ".join(cells)
             + f" (the both target is {se['both'] + 0.05:.3f}, answers "
-            f"{se['answers'] - 0.02:.3f}, aligned {se['aligned'] + 0.15:.3f})"]
+            f"{se['answers'] - 0.02:.3f}, aligned {se['aligned'] + 0.15:.3f})"] + _fate_lines(
+        result, split)
+
+
+def _fate_lines(result: dict[str, Any], split: str) -> list[str]:
+    """Where the split's judged both-passages went in EPIC's memories (bench.losses)."""
+    counts = (result.get("both_fates") or {}).get(split)
+    if not counts or not sum(counts.values()):
+        return []
+    total = sum(counts.values())
+    words = {"memory": "in EPIC's memory", "evicted": "kept, then evicted by the budget",
+             "verifier": "not kept by the verifier", "coarse": "dropped by the coarse filter",
+             "unknown": "not followed by this run"}
+    return [f"- the {total} judged both-passages of the {split} questions: " + ", ".join(
+        f"{words[fate]} {n / total:.0%}" for fate, n in counts.items() if n)]
 
 
 def _policy_lines(pol: dict[str, Any]) -> list[str]:

@@ -65,6 +65,9 @@ def test_quality_json_has_every_system_and_judged_metric(quality_result):
     assert r["systems"]["epic"]["pap@5_self_graded"] is not None
     assert r["systems"]["epic:item+steer"]["pap@5_self_graded"] is None
     assert set(r["summary"]["targets_met"]) >= {"aligned >= SE + 0.15", "unjudged < 5%"}
+    fates = r["both_fates"]  # every judged both-passage was followed by the run
+    assert fates["dev"]["unknown"] == fates["test"]["unknown"] == 0
+    assert sum(fates["dev"].values()) > 0 and fates["dev"]["memory"] > 0
     evidence = r["per_persona"][0]["policy_evidence"]
     assert len(evidence["own"]) == 60 and len(evidence["none"]) >= 200
     assert len(evidence["background"]) == len(background_questions())

@@ -9,8 +9,11 @@ import pytest
 
 from epic_edge.bench import pooling, relevance
 from epic_edge.bench.judged_metrics import agreement, ceilings, cohen_kappa, score_list
+from epic_edge.bench.losses import judged_fates, passage_fates
 from epic_edge.bench.policy import choose_gate, used, with_cut
 from epic_edge.errors import InvalidInputError
+from epic_edge.types import Item, Preference
+from fakes import KeywordVerifier
 
 
 @pytest.fixture
@@ -101,6 +104,27 @@ def test_ceilings_count_the_judged_positives_a_perfect_ranking_could_reach():
     assert got["judged pool"]["dev"] == {"aligned": 1.0, "answers": 1.0, "both": 1.0}
     assert got["judged pool"]["test"]["answers"] == 0.2
     assert list(ceilings(questions, [{"persona": 0}], labels)) == ["judged pool"]  # old runs
+
+
+def test_passage_fates_follow_ingest_decisions_and_count_per_split():
+    items = [Item(t) for t in ("vegan bistro", "steakhouse grill", "vegan tax form", "opera")]
+    vectors = np.array([[1, 0], [0.6, 0.8], [1, 0], [0, 1]], dtype=np.float32)
+    prefs, pref_vectors = [Preference(1, "vegan")], np.array([[1, 0]], dtype=np.float32)
+    index_of = {f"p{i}": i for i in range(4)}
+    fates = passage_fates([*index_of, "elsewhere"], {"p0"}, index_of, items, vectors, prefs,
+                          pref_vectors, tau=0.5, verifier=KeywordVerifier())
+    # in the memory; the verifier said no; kept, so the budget evicted it; below tau
+    assert fates == {"p0": "memory", "p1": "verifier", "p2": "evicted", "p3": "coarse"}
+    labels = {("w", "p0"): (1, 1), ("w", "p1"): (1, 1), ("w", "p3"): (1, 0),
+              ("w", "new"): (1, 1), ("t", "p2"): (1, 1)}
+    questions = [relevance.Question("w", "wiki", 0, 0, "dev", "?", "pref"),
+                 relevance.Question("t", "wiki", 1, 0, "test", "?", "pref")]
+    runs = [{"persona": 0, "passage_fates": fates}, {"persona": 1, "passage_fates": fates}]
+    got = judged_fates(questions, runs, labels)
+    assert got["dev"] == {"memory": 1, "evicted": 0, "verifier": 1, "coarse": 0, "unknown": 1}
+    assert got["test"]["evicted"] == 1 and sum(got["test"].values()) == 1
+    assert judged_fates(questions, runs, labels, "answers")["dev"]["coarse"] == 1
+    assert judged_fates(questions, [{"persona": 0}], labels) == {}  # runs before fates
 
 
 def test_cohen_kappa_and_agreement():
