@@ -163,6 +163,7 @@ def rescore(result: dict[str, Any], labels: dict, config: dict[str, Any] | None 
     config = dict(result["retrieval_config"] if config is None else config)
     withheld = withheld_questions(result, questions, config)
     result["retrieval_config"] = config
+    result["per_question_split"] = {q.qid: q.split for q in questions}
     result["systems"] = judged_systems(questions, result["retrieved"], result["per_persona"],
                                        labels, result["k"], withheld)
     result["ceilings"] = ceilings(questions, result["per_persona"], labels, result["k"])

@@ -51,6 +51,7 @@ def summary(result: dict[str, Any], split: str | None = None) -> dict[str, Any]:
         "epic_bytes_median": systems["epic"]["bytes_median"],
         "epic_bytes_max": systems["epic"]["bytes_max"],
         "epic_no_memory_share": systems["epic"].get("no_memory_share"),
+        "margin_intervals": margin_intervals(result, split) if split else {},
         "store_everything_over_epic": result["store_everything_bytes"]
         / max(systems["epic"]["bytes_median"], 1),
         "targets_met": {
@@ -62,6 +63,24 @@ def summary(result: dict[str, Any], split: str | None = None) -> dict[str, Any]:
             "unjudged < 5%": max(cell(n)["unjudged"] for n in systems) < 0.05,
         },
     }
+
+
+def margin_intervals(result: dict[str, Any], split: str, draws: int = 2000,
+                     seed: int = 0) -> dict[str, list[float]]:
+    """EPIC minus store-everything per axis on `split`: [mean, low, high], the interval a 95%
+    paired bootstrap over the split's questions gives (what the targets' margins can trust)."""
+    splits = result.get("per_question_split") or {}
+    qids = [qid for qid, part in splits.items() if part == split]
+    if not qids:
+        return {}
+    epic, se = (result["systems"][n]["per_question"] for n in ("epic", "store-everything"))
+    picks = np.random.default_rng(seed).integers(0, len(qids), (draws, len(qids)))
+    out = {}
+    for axis in ("aligned", "answers", "both"):
+        diff = np.array([epic[q][axis] - se[q][axis] for q in qids])
+        means = diff[picks].mean(axis=1)
+        out[axis] = [float(diff.mean()), *(float(np.percentile(means, p)) for p in (2.5, 97.5))]
+    return out
 
 
 def _row(name: str, c: dict[str, Any], split: str | None) -> list[str]:
@@ -97,6 +116,11 @@ def render(result: dict[str, Any]) -> str:
         f"chunks), tau {result['tau']}; {result['verifier_note']}",
         f"- targets on the {s.get('split')} split: "
         + ", ".join(f"{name} {'met' if ok else 'NOT met'}" for name, ok in kpi.items()),
+        *([f"- EPIC minus store-everything on the {s['split']} split, with a 95% paired "
+           "bootstrap interval over its questions: " + ", ".join(
+               f"{axis} {m:+.3f} ({lo:+.3f} to {hi:+.3f})"
+               for axis, (m, lo, hi) in s["margin_intervals"].items())]
+          if s.get("margin_intervals") else []),
         f"- EPIC memory: median {s['epic_bytes_median'] / 1e6:.3f} MB, max "
         f"{s['epic_bytes_max'] / 1e6:.3f} MB per persona; store-everything "
         f"{result['store_everything_bytes'] / 1e6:.1f} MB = "

@@ -67,6 +67,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         quality.render(results["quality"]),
         "",
         *_dev_settings(out, results["quality"]),
+        *_profiles(out, results["quality"]),
         "## Latency breakdown (`epic-edge bench latency`)",
         "",
         latency.render(results["latency"]),
@@ -129,6 +130,35 @@ def _dev_settings(out: Path, shipped: dict[str, Any]) -> list[str]:
             "says which): it compares with that day's default, not with today's.",
             "",
             common.table(rows, head), ""]
+
+
+def _profiles(out: Path, shipped: dict[str, Any]) -> list[str]:
+    """EPIC and store-everything on the test split under each device profile that ran here
+    (`out`/profile-*.json, `bench quality --profile NAME`), rescored with today's judgments."""
+    labels, rows = _labels(), []
+    runs = [shipped] + [quality.rescore(json.loads(path.read_text(encoding="utf-8")), labels)
+                        for path in sorted(out.glob("profile-*.json"))]
+    for result in runs:
+        s, systems = result["summary"], result["systems"]
+        epic, se = systems["epic"]["test"], systems["store-everything"]["test"]
+        missed = [name for name, met in s["targets_met"].items() if not met]
+        rows.append([str(result["profile"]), str(result["embedder"]),
+                     *(f"{epic[key]:.3f}" for key in ("aligned", "answers", "both", "ndcg")),
+                     f"{se['aligned']:.3f} / {se['answers']:.3f} / {se['both']:.3f}",
+                     f"{max(c['test']['unjudged'] for c in systems.values()):.1%}",
+                     f"{systems['epic']['bytes_median'] / 1e6:.3f}",
+                     ", ".join(missed) or "none"])
+    if len(rows) < 2:
+        return []
+    head = ["profile", "embedder (as run here)", "P@5 aligned", "P@5 answers", "P@5 both",
+            "nDCG@5", "SE aligned / answers / both", "unjudged", "MB (median)",
+            "targets not met"]
+    return ["### EPIC under each device profile (judged test split)", "",
+            "`epic-edge bench quality --profile NAME` with each profile's own models and "
+            "settings, on this machine's CPU (a profile's GPU or NPU provider falls back to "
+            f"CPU here); JSON in {out.as_posix()}/profile-*.json, rescored with today's "
+            "judgments. A profile whose runtime does not run here (Core ML) has no row.",
+            "", common.table(rows, head), ""]
 
 
 def _stream_budget(result: dict[str, Any] | None, out: Path) -> list[str]:

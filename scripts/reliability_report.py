@@ -194,8 +194,11 @@ The file uses WAL with synchronous=FULL, so a commit is on disk before the write
 Policy: evict from the preference holding the most entries (each preference keeps a fair
 share), its lowest confidence x 0.5^(age / half-life) first (half-life 30 days by default),
 ties to the older entry; items left without an entry go with them; the file
-is vacuumed so its size follows, measured on disk after each round (a round that frees no 4 KB
-page evicts twice as many the next time). A byte budget cannot go below the file's fixed floor
+is vacuumed so its size follows. Size is the pages the content uses (page count less free
+pages, WAL frames included, so a reader in another process that keeps the WAL from being
+checkpointed neither inflates it nor stalls a batch that fits), measured after a vacuum in
+each round that evicts (a round that frees no 4 KB page evicts twice as many the next time).
+A byte budget cannot go below the file's fixed floor
 (SQLite pages of each table and index, the preferences, the table of judged items: about 60 KB
 here); below it every entry goes and the file stays at the floor.
 

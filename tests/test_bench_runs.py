@@ -65,6 +65,9 @@ def test_quality_json_has_every_system_and_judged_metric(quality_result):
     assert r["systems"]["epic"]["pap@5_self_graded"] is not None
     assert r["systems"]["epic:item+steer"]["pap@5_self_graded"] is None
     assert set(r["summary"]["targets_met"]) >= {"aligned >= SE + 0.15", "unjudged < 5%"}
+    for low_mean_high in r["summary"]["margin_intervals"].values():  # test split, 5 questions
+        assert low_mean_high[1] <= low_mean_high[0] <= low_mean_high[2]
+    assert set(r["summary"]["margin_intervals"]) == {"aligned", "answers", "both"}
     fates = r["both_fates"]  # every judged both-passage was followed by the run
     assert fates["dev"]["unknown"] == fates["test"]["unknown"] == 0
     assert sum(fates["dev"].values()) > 0 and fates["dev"]["memory"] > 0
@@ -179,3 +182,11 @@ def test_report_markdown_renders_from_results(tmp_path, quality_result):
     text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
     assert "### EPIC on the dev split under each setting tried" in text
     assert "| shipped default " in text and "| steer-weight-0.5 " in text
+    assert "under each device profile" not in text  # no profile-*.json runs
+
+    # every profile-*.json is a device profile's run: a test row each, beside the shipped one
+    (tmp_path / "profile-other.json").write_text(json.dumps(
+        {**json.loads(run), "profile": "other-device"}))
+    text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
+    assert "### EPIC under each device profile (judged test split)" in text
+    assert f"| {quality_result['profile']} " in text and "| other-device " in text
