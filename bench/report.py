@@ -157,7 +157,11 @@ def _profiles(out: Path, shipped: dict[str, Any]) -> list[str]:
             "`epic-edge bench quality --profile NAME` with each profile's own models and "
             "settings, on this machine's CPU (a profile's GPU or NPU provider falls back to "
             f"CPU here); JSON in {out.as_posix()}/profile-*.json, rescored with today's "
-            "judgments. A profile whose runtime does not run here (Core ML) has no row.",
+            "judgments. A profile whose runtime does not run here (Core ML) has no row. An "
+            "embedder with the fingerprint of one run before reuses that run's cached corpus "
+            "vectors (galaxy-z-flip6's ExecuTorch program and the fp32 ONNX model); the "
+            "profile's own programs embed the preferences and questions and encode every "
+            "passage for the decision.",
             "", common.table(rows, head), ""]
 
 
