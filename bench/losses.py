@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.bench.judged_metrics import Labels
 from epic_edge.bench.relevance import Question
 from epic_edge.stages import coarse_filter, fine_verify
 from epic_edge.types import Item, Preference
 
 FATES = ("memory", "evicted", "verifier", "coarse")
-Labels = Mapping[tuple[str, str], tuple[int, int]]
 
 
 def passage_fates(pids: Iterable[str], memory_pids: set[str], index_of: Mapping[str, int],
