@@ -28,6 +28,30 @@ def pool(result: Mapping[str, Any], out: Path, rows_per_batch: int = 250,
             "batches": [str(p) for p in paths], "new_passages": new}
 
 
+def saved_run(path: Path) -> dict[str, Any]:
+    """A saved `bench quality --json` run with its hits' passages read back from the cached
+    corpus it ran on (results never hold corpus text), ready for `pool`."""
+    from epic_edge.bench import corpora
+
+    try:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+        retrieved, corpus = result["retrieved"], result["corpus"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"{path} is not a saved `bench quality --json` run ({exc})"
+                                ) from exc
+    by_pid = {}
+    for item in corpora.load(corpus):
+        by_pid.setdefault(relevance.passage_id(item.text), item)
+    wanted = {pid for lists in retrieved.values() for pids in lists.values() for pid in pids}
+    missing = wanted - by_pid.keys()
+    if missing:
+        raise InvalidInputError(f"{len(missing)} passages of {path} are not in the {corpus!r} "
+                                "corpus fetched here; run `bench pool` without --from")
+    result["passages"] = {pid: {"pid": pid, "text": by_pid[pid].text, "item_id": by_pid[pid].id,
+                                "source": by_pid[pid].source} for pid in sorted(wanted)}
+    return result
+
+
 def add_judgments(path: Path, judge: str, root: Path | None = None) -> int:
     """Validate a reader's JSONL ({qid, pid, answers, aligned} per line) and append it to
     judgments.jsonl under `judge`; a second judgment by the same reader is refused."""

@@ -12,6 +12,7 @@ from epic_edge.bench import latency, pooling, quality, relevance, report, stream
 from epic_edge.bench.policy import no_preference_questions
 from epic_edge.bench.systems import SYSTEMS
 from epic_edge.bench.variants import VARIANTS
+from epic_edge.errors import InvalidInputError
 from fakes import BagOfWordsEmbedder
 
 
@@ -75,6 +76,28 @@ def test_quality_json_has_every_system_and_judged_metric(quality_result):
     assert len(evidence["own"]) == 60 and len(evidence["none"]) >= 200
     assert len(evidence["background"]) == len(background_questions())
     assert not set(background_questions()) & set(no_preference_questions())
+
+
+def test_pool_from_a_saved_run_writes_the_same_batches(tmp_path, quality_result):
+    root = tmp_path / "judged"  # nothing judged here: every hit goes to the readers
+    relevance.write_questions(relevance.select_questions(personas=[0, 1]), root)
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps({k: v for k, v in quality_result.items() if k != "passages"},
+                                default=float))
+    live = pooling.pool(quality_result, tmp_path / "live", root=root)
+    again = pooling.pool(pooling.saved_run(saved), tmp_path / "saved", root=root)
+    assert live["rows"] == again["rows"] > 0
+    def batches(name: str) -> list[str]:
+        return sorted(p.read_text() for p in (tmp_path / name).glob("*.jsonl"))
+
+    assert batches("saved") == batches("live")  # the same rows, passage text included
+    broken = json.loads(saved.read_text())
+    next(iter(broken["retrieved"].values()))["store-everything"].append("0123456789ab")
+    saved.write_text(json.dumps(broken))
+    with pytest.raises(InvalidInputError, match="1 passages of .* are not in the 'sample'"):
+        pooling.saved_run(saved)
+    with pytest.raises(InvalidInputError, match="not a saved"):
+        pooling.saved_run(tmp_path / "live")
 
 
 def test_quality_memories_are_real_files(quality_result):

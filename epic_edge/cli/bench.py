@@ -65,6 +65,9 @@ def main(argv: list[str]) -> int:
     _quality_options(pool)
     pool.add_argument("--out", type=Path, default=Path("judging"),
                       help="folder for the reader batches (default ./judging)")
+    pool.add_argument("--from", dest="saved", type=Path, default=None,
+                      help="pool a saved `bench quality --json` run instead of running the "
+                           "bench (its passages are read back from the cached corpus)")
     _common(pool)
     judged = sub.add_parser("judgments", help="add a reader's judgments; print agreement")
     judged.add_argument("file", type=Path, nargs="?", help="JSONL of {qid, pid, answers, "
@@ -103,13 +106,14 @@ def main(argv: list[str]) -> int:
     if args.bench == "judgments":
         return _judgments(args)
     if args.bench == "pool":
-        result = quality.run(args.split, corpus=args.corpus, personas=args.personas,
-                             verifier=args.verifier, instructions=args.instructions,
-                             profile=args.profile, models=args.models, tau=args.tau,
-                             variants=not args.no_variants)
+        result = pooling.saved_run(args.saved) if args.saved else quality.run(
+            args.split, corpus=args.corpus, personas=args.personas, verifier=args.verifier,
+            instructions=args.instructions, profile=args.profile, models=args.models,
+            tau=args.tau, variants=not args.no_variants)
         done = pooling.pool(result, args.out)
         result.pop("passages")  # corpus text stays in the corpora, never in results
-        common.write_json(result, args.json)
+        if not args.saved:
+            common.write_json(result, args.json)
         print(f"{done['rows']} unjudged (question, passage) rows over {done['questions']} "
               f"questions in {len(done['batches'])} batches under {args.out}/")
         return 0
