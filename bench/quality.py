@@ -274,7 +274,8 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
             cells[name]["hit"].append(metrics.hit_at_k(hits, gold, k))
         if kept is not None:
             for name in VARIANTS:
-                ranked[f"epic:{name}"], ms = _timed(kept.rank, name, qv, pref_vectors, k)
+                ranked[f"epic:{name}"], ms = _timed(kept.rank, name, qv, pref_vectors, k,
+                                                    q.question)
                 ranked[f"epic:{name}"] = texts_only(ranked[f"epic:{name}"])
                 cells[f"epic:{name}"]["ms"].append(ms)
         retrieved[q.qid] = {}

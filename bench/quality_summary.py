@@ -14,6 +14,7 @@ VARIANT_LABELS = {
     "epic:item+steer": "EPIC, item vectors, argmax steering (unhedged)",
     "epic:sum+steer": "EPIC, item + instruction vectors, steered",
     "epic:item+hedge": "EPIC without lexical evidence (vector score alone)",
+    "epic:item+prior": "EPIC + 2 x the question's similarity to each entry's preference",
 }
 
 

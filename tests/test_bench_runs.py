@@ -8,7 +8,7 @@ import math
 import pytest
 
 from epic_edge.background import background_questions
-from epic_edge.bench import latency, pooling, quality, relevance, report, stream
+from epic_edge.bench import latency, pooling, quality, relevance, report, stream, variants
 from epic_edge.bench.policy import no_preference_questions
 from epic_edge.bench.systems import SYSTEMS
 from epic_edge.bench.variants import VARIANTS
@@ -98,6 +98,20 @@ def test_pool_from_a_saved_run_writes_the_same_batches(tmp_path, quality_result)
         pooling.saved_run(saved)
     with pytest.raises(InvalidInputError, match="not a saved"):
         pooling.saved_run(tmp_path / "live")
+
+
+def test_prior_variant_at_weight_zero_is_the_shipped_ranking(tmp_path, monkeypatch):
+    monkeypatch.setenv("EPIC_EDGE_DATA", str(tmp_path / "data"))
+    monkeypatch.setattr(variants, "PRIOR_WEIGHT", 0.0)  # vector score + lexical evidence
+    relevance.write_questions(relevance.select_questions(personas=[0]), tmp_path)
+    result = quality.run("all", corpus="sample", personas="0", tau=0.1, verifier="template",
+                         embedder=BagOfWordsEmbedder(), progress=False, log=_quiet,
+                         judged_root=tmp_path)
+    lists = result["retrieved"].values()
+    # the same top 5 (the variant scores float vectors, the memory its int8 copies: near-ties
+    # may swap places)
+    assert all(set(ranked["epic"]) == set(ranked["epic:item+prior"]) for ranked in lists)
+    assert any(ranked["epic"] != ranked["epic:item+hedge"] for ranked in lists)  # lexical on
 
 
 def test_quality_memories_are_real_files(quality_result):
