@@ -39,16 +39,16 @@ def saved_run(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidInputError(f"{path} is not a saved `bench quality --json` run ({exc})"
                                 ) from exc
-    by_pid = {}
-    for item in corpora.load(corpus):
-        by_pid.setdefault(relevance.passage_id(item.text), item)
+    items = corpora.load(corpus)
+    index = relevance.passage_index(item.text for item in items)
     wanted = {pid for lists in retrieved.values() for pids in lists.values() for pid in pids}
-    missing = wanted - by_pid.keys()
+    missing = wanted - index.keys()
     if missing:
         raise InvalidInputError(f"{len(missing)} passages of {path} are not in the {corpus!r} "
                                 "corpus fetched here; run `bench pool` without --from")
-    result["passages"] = {pid: {"pid": pid, "text": by_pid[pid].text, "item_id": by_pid[pid].id,
-                                "source": by_pid[pid].source} for pid in sorted(wanted)}
+    result["passages"] = {pid: {"pid": pid, "text": items[index[pid]].text,
+                                "item_id": items[index[pid]].id,
+                                "source": items[index[pid]].source} for pid in sorted(wanted)}
     return result
 
 

@@ -131,7 +131,7 @@ class Followed:
         self.judged: dict[str, set[str]] = defaultdict(set)
         for qid, pid in labels:
             self.judged[qid].add(pid)
-        self.index_of = {relevance.passage_id(it.text): i for i, it in enumerate(items)}
+        self.index_of = relevance.passage_index(it.text for it in items)
 
     def pids(self, questions: list, retrieved: dict) -> set[str]:
         return {pid for q in questions

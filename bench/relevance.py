@@ -28,6 +28,14 @@ def passage_id(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+def passage_index(texts: Iterable[str]) -> dict[str, int]:
+    """passage id -> the position of the first text with that id (equal texts share one)."""
+    out: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        out.setdefault(passage_id(text), i)
+    return out
+
+
 @dataclass(frozen=True)
 class Question:
     """One question of the judged set, with its gold preference and split."""

@@ -46,7 +46,7 @@ def run_all(out: Path, *, personas: str | None = None, verifier: str | None = No
 
 
 def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
-    m = results["quality"]["machine"]
+    m, labels = results["quality"]["machine"], _labels()  # the dev and profile runs' rescoring
     parts = [
         "# Benchmarks",
         "",
@@ -66,8 +66,8 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "",
         quality.render(results["quality"]),
         "",
-        *_dev_settings(out, results["quality"]),
-        *_profiles(out, results["quality"]),
+        *_dev_settings(out, results["quality"], labels),
+        *_profiles(out, results["quality"], labels),
         "## Latency breakdown (`epic-edge bench latency`)",
         "",
         latency.render(results["latency"]),
@@ -99,10 +99,10 @@ def _labels() -> dict:
     return relevance.primary_labels(relevance.load_judgments())
 
 
-def _dev_settings(out: Path, shipped: dict[str, Any]) -> list[str]:
+def _dev_settings(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]:
     """EPIC on the dev split under each setting tried (`out`/quality-*.json), rescored with
     today's judgments, beside the shipped default's run (`shipped`, scored already)."""
-    labels, rows = _labels(), []
+    rows = []
     runs = [("shipped default", shipped)] + [
         (path.stem.removeprefix("quality-"), json.loads(path.read_text(encoding="utf-8")))
         for path in sorted(out.glob("quality-*.json"))]
@@ -132,10 +132,10 @@ def _dev_settings(out: Path, shipped: dict[str, Any]) -> list[str]:
             common.table(rows, head), ""]
 
 
-def _profiles(out: Path, shipped: dict[str, Any]) -> list[str]:
+def _profiles(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]:
     """EPIC and store-everything on the test split under each device profile that ran here
     (`out`/profile-*.json, `bench quality --profile NAME`), rescored with today's judgments."""
-    labels, rows = _labels(), []
+    rows = []
     runs = [shipped] + [quality.rescore(json.loads(path.read_text(encoding="utf-8")), labels)
                         for path in sorted(out.glob("profile-*.json"))]
     for result in runs:

@@ -89,7 +89,6 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
         if excess > 0:
             victims = retention_order(store, budget.half_life_days)[:excess]
             delete_entries(store, victims)
-            store.vacuum()
             evicted += victims
     if budget.max_bytes is not None:
         # evict about what the overshoot is worth, measured in the pages the content uses
@@ -113,8 +112,8 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
             last_total = total
             delete_entries(store, victims)
             evicted += victims
-        if evicted:
-            store.vacuum()  # no evicted text stays in free pages or the WAL
+    if evicted:
+        store.vacuum()  # no evicted text stays in free pages or the WAL
     return evicted
 
 
