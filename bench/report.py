@@ -208,7 +208,7 @@ def _verification_learners(out: Path) -> list[str]:
     path = out / "verification_learners.json"
     if not path.exists():
         return []
-    from .verification_learners import render
+    from .verification_learners_report import render
 
     result = json.loads(path.read_text(encoding="utf-8"))
     pairs = ", ".join(f"{n} {k} ({result['keep'][n]} Keep)" for n, k in result["pairs"].items())

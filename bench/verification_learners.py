@@ -26,10 +26,7 @@ import numpy as np
 from epic_edge.calibrate import (
     CLUSTER_COSINE,
     LabelledPair,
-    best_f1_threshold,
-    keep_metrics,
     linked_roots,
-    pr_curve,
 )
 from epic_edge.export.verifier.blend import blend_scores, fit_blend
 from epic_edge.export.verifier.cv import preference_folds
@@ -44,7 +41,7 @@ from epic_edge.export.verifier.learners import (
 
 from . import judged_split
 from .corpus_sources import CorpusError
-from .verification import roc_auc
+from .verification_learners_report import TIE, choose, make_row, onnx_row, plot, render
 
 LEARNERS = (
     LearnerSpec("siamese, top layer, 1 epoch"),
@@ -90,14 +87,6 @@ def cluster_folds(pairs: list[LabelledPair], vectors: dict[str, np.ndarray], k: 
     return preference_folds([replace(p, preference=rep[p.preference]) for p in pairs], k)
 
 
-def split_metrics(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
-    s = np.asarray(scores, np.float64)
-    m = keep_metrics(labels, s >= threshold)
-    return {"f1": m["f1"], "precision": m["precision"], "recall": m["recall"],
-            "roc_auc": roc_auc(s, labels), "n": m["n"],
-            "curve": pr_curve(s, labels)[:: max(1, len(np.unique(s)) // 60)]}
-
-
 def fit_job(spec: LearnerSpec, splits: dict[str, list[LabelledPair]], folds: np.ndarray,
             fold: int, vectors: dict[str, np.ndarray], threads: int,
             states_file: Path | None = None) -> dict[str, Any]:
@@ -119,24 +108,6 @@ def fit_job(spec: LearnerSpec, splits: dict[str, list[LabelledPair]], folds: np.
     log(f"  {spec.name}: trained on all of train ({model.seconds:.0f} s)")
     return {"model": to_state(model), "seconds": model.seconds,
             **{n: score(model, ps, bench, vectors) for n, ps in splits.items() if n != "train"}}
-
-
-def make_row(method: str, scores: dict[str, np.ndarray], splits: dict[str, list[LabelledPair]],
-             **info: Any) -> dict[str, Any]:
-    labels = {n: np.array([p.keep for p in ps]) for n, ps in splits.items()}
-    threshold = best_f1_threshold(scores["train"], labels["train"])
-    return {"method": method, "threshold": threshold, **info,
-            "splits": {n: split_metrics(scores[n], labels[n], threshold) for n in splits}}
-
-
-def test_score(row: dict[str, Any]) -> float:
-    """F1 + ROC AUC summed over the test splits (reported: 'best on test')."""
-    return sum(m["f1"] + m["roc_auc"] for n, m in row["splits"].items() if n != "train")
-
-
-def oof_score(row: dict[str, Any]) -> float:
-    """What `choose` maximises: out-of-fold F1 + ROC AUC on train."""
-    return row["splits"]["train"]["f1"] + row["splits"]["train"]["roc_auc"]
 
 
 def shared_states(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec, ...],
@@ -211,83 +182,6 @@ def run_study(splits: dict[str, list[LabelledPair]], learners: tuple[LearnerSpec
     for r in rows:
         r["coarse_auc"] = {n: rows[0]["splits"][n]["roc_auc"] for n in splits}
     return rows, blends, models
-
-
-TARGETS = {"test": {"f1": 0.85, "roc_auc": 0.93},
-           "test_style": {"f1": 0.80, "auc_over_coarse": 0.12}}
-
-
-def targets(row: dict[str, Any], coarse: dict[str, Any]) -> dict[str, bool]:
-    """Issue 13's targets for one row: per test split, met or not."""
-    out = {}
-    for name, t in TARGETS.items():
-        m = row["splits"].get(name)
-        if m is None:
-            continue
-        auc_floor = t.get("roc_auc",
-                          coarse["splits"][name]["roc_auc"] + t.get("auc_over_coarse", 0.0))
-        out[name] = bool(m["f1"] >= t["f1"] and m["roc_auc"] >= auc_floor)
-    return out
-
-
-def render(result: dict[str, Any]) -> str:
-    """Markdown: per split F1 at the out-of-fold threshold and ROC AUC, and the targets."""
-    from .common import table
-
-    rows, names = result["rows"], list(result["pairs"])
-    head = ["learner", "threshold", *[f"{n} {m}" for n in names for m in ("F1", "AUC")],
-            "train s"]
-    body = [[r["method"], f"{r['threshold']:.3f}",
-             *[f"{r['splits'][n][m]:.3f}" if n in r["splits"] else "-" for n in names
-               for m in ("f1", "roc_auc")], str(r.get("train_seconds", "-"))] for r in rows]
-    lines = [table(body, head), ""]
-    shipped = next((r for r in rows if r["method"].startswith("study default")), None)
-    if shipped:
-        met = targets(shipped, rows[0])
-        lines.append("Targets (issue 13; test: F1 >= 0.85 and AUC >= 0.93; test_style: F1 >= "
-                     "0.80 and AUC >= coarse + 0.12), study default: " + ", ".join(
-                         f"{n} {'met' if ok else 'not met'}" for n, ok in met.items()))
-    return "\n".join(lines)
-
-
-def plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 5.5), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        for r in (r for r in rows if name in r["splits"]):
-            pts = sorted((c["recall"], c["precision"]) for c in r["splits"][name]["curve"])
-            ax.plot([x[0] for x in pts], [x[1] for x in pts], "--" if r.get("blend") else "-",
-                    lw=2 if r.get("kind") == "coarse" else 1.2, label=r["method"])
-        ax.set(xlim=(0, 1.02), ylim=(0, 1.02), xlabel="recall of Keep",
-               ylabel="precision of Keep", title=f"{name} ({rows[0]['splits'][name]['n']} pairs"
-                                                 + (", out-of-fold)" if name == "train" else ")"))
-    axes[0][-1].legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-TIE = 0.01  # summed F1 + AUC closer than this is a tie (noise at these sizes)
-
-
-def choose(rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(winner, best on the test splits) among exportable rows. The winner is chosen on train
-    alone, by out-of-fold F1 + ROC AUC: rows within TIE of the best tie, and a tie goes to the
-    cheaper model: no blend (one encoder pass per text, the embedder's 384 values), then the
-    shorter training. The test splits only report (best on test: summed F1 + AUC)."""
-    shippable = [r for r in rows if r.get("exportable")]
-    if not shippable:  # --learners none: references only
-        return None, None
-    best = max(map(oof_score, shippable))
-    tied = [r for r in shippable if oof_score(r) >= best - TIE]
-    winner = min(tied, key=lambda r: (bool(r.get("blend")), r.get("train_seconds", 0),
-                                      -oof_score(r)))
-    return winner, max(shippable, key=test_score)
 
 
 def pick_learners(numbers: str, error: Any) -> tuple[LearnerSpec, ...]:
@@ -377,21 +271,6 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2, default=float) + "\n", encoding="utf-8")
     print(f"written {args.out}; {plot(rows, names, args.plot)}")
     return 0
-
-
-def onnx_row(model_path: Path, splits: dict[str, list[LabelledPair]], method: str
-             ) -> dict[str, Any]:
-    """An exported model through the runtime verifier, on the test splits, at its threshold."""
-    from epic_edge.backends.learned_verifier import LearnedVerifier
-
-    verifier = LearnedVerifier(model_path)
-    out = {}
-    for name, ps in splits.items():
-        if name != "train":
-            s = verifier.score_pairs([q.preference for q in ps], [q.passage for q in ps])
-            out[name] = split_metrics(s, np.array([q.keep for q in ps]), verifier.threshold)
-    return {"method": method, "threshold": verifier.threshold, "kind": verifier.kind,
-            "exportable": False, "splits": out}
 
 
 if __name__ == "__main__":

@@ -177,7 +177,7 @@ def test_recorded_default_is_a_learner_and_every_profile_keeps_at_least_as_stric
 
 
 def test_the_study_chooses_on_train_alone_and_a_tie_goes_to_the_cheaper_model() -> None:
-    from epic_edge.bench.verification_learners import choose
+    from epic_edge.bench.verification_learners_report import choose
 
     def row(name, oof, test, blend=False, seconds=100):
         return {"method": name, "exportable": True, "blend": blend, "train_seconds": seconds,
