@@ -98,6 +98,12 @@ def test_pool_from_a_saved_run_writes_the_same_batches(tmp_path, quality_result)
         pooling.saved_run(saved)
     with pytest.raises(InvalidInputError, match="not a saved"):
         pooling.saved_run(tmp_path / "live")
+    from epic_edge.cli import main
+
+    with pytest.raises(SystemExit) as refused:  # --json would silently not be written
+        main(["bench", "pool", "--from", str(saved), "--json", str(tmp_path / "x.json"),
+              "--out", str(tmp_path / "none")])
+    assert refused.value.code == 2 and not (tmp_path / "none").exists()
 
 
 def test_prior_variant_at_weight_zero_is_the_shipped_ranking(tmp_path, monkeypatch):

@@ -67,7 +67,8 @@ def main(argv: list[str]) -> int:
                       help="folder for the reader batches (default ./judging)")
     pool.add_argument("--from", dest="saved", type=Path, default=None,
                       help="pool a saved `bench quality --json` run instead of running the "
-                           "bench (its passages are read back from the cached corpus)")
+                           "bench (its passages are read back from the cached corpus; the run "
+                           "options and --json do not apply)")
     _common(pool)
     judged = sub.add_parser("judgments", help="add a reader's judgments; print agreement")
     judged.add_argument("file", type=Path, nargs="?", help="JSONL of {qid, pid, answers, "
@@ -106,14 +107,15 @@ def main(argv: list[str]) -> int:
     if args.bench == "judgments":
         return _judgments(args)
     if args.bench == "pool":
+        if args.saved and args.json:
+            p.error(f"--json has no effect with --from: the run is saved already ({args.saved})")
         result = pooling.saved_run(args.saved) if args.saved else quality.run(
             args.split, corpus=args.corpus, personas=args.personas, verifier=args.verifier,
             instructions=args.instructions, profile=args.profile, models=args.models,
             tau=args.tau, variants=not args.no_variants)
         done = pooling.pool(result, args.out)
         result.pop("passages")  # corpus text stays in the corpora, never in results
-        if not args.saved:
-            common.write_json(result, args.json)
+        common.write_json(result, args.json)
         print(f"{done['rows']} unjudged (question, passage) rows over {done['questions']} "
               f"questions in {len(done['batches'])} batches under {args.out}/")
         return 0
