@@ -92,24 +92,20 @@ def enforce_budget(store: MemoryStore, budget: Budget) -> list[int]:
             evicted += victims
     if budget.max_bytes is not None:
         # evict about what the overshoot is worth, measured in the pages the content uses
-        # after a vacuum; pages are 4 KB, so when a round frees no page the next one evicts
-        # twice as many
-        last_total, step = None, 0
+        # once a VACUUM has packed the rows left (rows deleted from pages that still hold
+        # others free no page until then): each round takes at least one entry, so it ends
         while True:
             # a batch that fits is measured without a vacuum, whose checkpoint would wait on
             # any reader in another process
             total = store.content_bytes()
             if total > budget.max_bytes:
-                store.vacuum()
+                store.vacuum(repack=True)
                 total = store.content_bytes()
             entries = store.count("entries")
             if total <= budget.max_bytes or entries == 0:
                 break
             need = math.ceil((total - budget.max_bytes) / (total / entries))
-            step = 2 * step if last_total is not None and total >= last_total else 0
-            victims = retention_order(store, budget.half_life_days)[:max(1, need, step)]
-            step = len(victims)
-            last_total = total
+            victims = retention_order(store, budget.half_life_days)[:max(1, need)]
             delete_entries(store, victims)
             evicted += victims
     if evicted:

@@ -140,15 +140,17 @@ class SQLiteFile:
                 pass  # another process holds the WAL; it checkpoints on its own close
             self.conn.close()
 
-    def vacuum(self) -> None:
+    def vacuum(self, repack: bool = False) -> None:
         """Return freed pages to the file system and truncate the WAL.
 
         A full VACUUM rewrites the file: milliseconds for a memory of a few MB, and no freed
-        page (nor its old text) survives it.
+        page (nor its old text) survives it. It runs when some page is free, or always with
+        `repack`: rows deleted from pages that still hold others free no page, and only a
+        VACUUM packs the rest together.
         """
         with self._lock, self._translate():
             try:
-                if self.conn.execute("PRAGMA freelist_count").fetchone()[0]:
+                if repack or self.conn.execute("PRAGMA freelist_count").fetchone()[0]:
                     self.conn.execute("VACUUM")
             finally:  # even when VACUUM failed (disk full), the WAL's pages go into the file
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

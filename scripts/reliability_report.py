@@ -197,7 +197,8 @@ ties to the older entry; items left without an entry go with them; the file
 is vacuumed so its size follows. Size is the pages the content uses (page count less free
 pages, WAL frames included, so a reader in another process that keeps the WAL from being
 checkpointed neither inflates it nor stalls a batch that fits), measured after a vacuum in
-each round that evicts (a round that frees no 4 KB page evicts twice as many the next time).
+each round that evicts, which packs the rows left (rows deleted from a page that still holds
+others free no page until then), so a round evicts about what the overshoot is worth.
 A byte budget cannot go below the file's fixed floor
 (SQLite pages of each table and index, the preferences, the table of judged items: about 60 KB
 here); below it every entry goes and the file stays at the floor.
