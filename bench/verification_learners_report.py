@@ -94,6 +94,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> Path:
+    """Every row's precision-recall curve, one panel per split, saved at `path`."""
     import matplotlib
 
     matplotlib.use("Agg")
