@@ -46,9 +46,8 @@ def saved_run(path: Path) -> dict[str, Any]:
     if missing:
         raise InvalidInputError(f"{len(missing)} passages of {path} are not in the {corpus!r} "
                                 "corpus fetched here; run `bench pool` without --from")
-    result["passages"] = {pid: {"pid": pid, "text": items[index[pid]].text,
-                                "item_id": items[index[pid]].id,
-                                "source": items[index[pid]].source} for pid in sorted(wanted)}
+    result["passages"] = {pid: relevance.passage_record(items[index[pid]].text, items[index[pid]])
+                          for pid in sorted(wanted)}
     return result
 
 

@@ -282,10 +282,7 @@ def _persona(persona: dict, p_index: int, questions: list, root: Path, prof: Any
         for name, texts in ranked.items():
             retrieved[q.qid][name] = [relevance.passage_id(t) for t in texts]
             for t in texts:
-                it = source.get(t)
-                passages[relevance.passage_id(t)] = {
-                    "pid": relevance.passage_id(t), "text": t,
-                    "item_id": it.id if it else "", "source": it.source if it else ""}
+                passages[relevance.passage_id(t)] = relevance.passage_record(t, source.get(t))
     policy_rows = _policy_evidence(p_index, embedder, pref_vectors,
                                    epic.memory.store.entry_vectors(embedder.dim)[1])
     sizes = {"store-everything": everything.bytes(), "coarse": coarse.bytes(),

@@ -36,6 +36,13 @@ def passage_index(texts: Iterable[str]) -> dict[str, int]:
     return out
 
 
+def passage_record(text: str, item: Any = None) -> dict[str, str]:
+    """A pooled passage as passages.jsonl holds it: id, text, and the corpus item it came
+    from (empty when unknown)."""
+    return {"pid": passage_id(text), "text": text, "item_id": item.id if item else "",
+            "source": item.source if item else ""}
+
+
 @dataclass(frozen=True)
 class Question:
     """One question of the judged set, with its gold preference and split."""

@@ -99,18 +99,23 @@ def _labels() -> dict:
     return relevance.primary_labels(relevance.load_judgments())
 
 
+def _saved_runs(out: Path, pattern: str, labels: dict) -> list[tuple[str, dict[str, Any]]]:
+    """(file stem, run) of each saved quality run in `out` matching `pattern`, rescored with
+    today's judgments; a run of an older format (no ranked lists) is left out."""
+    runs = [(path.stem, json.loads(path.read_text(encoding="utf-8")))
+            for path in sorted(out.glob(pattern))]
+    return [(stem, quality.rescore(result, labels)) for stem, result in runs
+            if "retrieved" in result]
+
+
 def _dev_settings(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]:
     """EPIC on the dev split under each setting tried (`out`/quality-*.json), rescored with
     today's judgments, beside the shipped default's run (`shipped`, scored already)."""
     rows = []
     runs = [("shipped default", shipped)] + [
-        (path.stem.removeprefix("quality-"), json.loads(path.read_text(encoding="utf-8")))
-        for path in sorted(out.glob("quality-*.json"))]
+        (stem.removeprefix("quality-"), result)
+        for stem, result in _saved_runs(out, "quality-*.json", labels)]
     for name, result in runs:
-        if "retrieved" not in result:  # an older format
-            continue
-        if result is not shipped:
-            result = quality.rescore(result, labels)
         epic = result["systems"].get("epic") or {}
         dev = epic.get("dev")
         if dev:
@@ -136,8 +141,7 @@ def _profiles(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]:
     """EPIC and store-everything on the test split under each device profile that ran here
     (`out`/profile-*.json, `bench quality --profile NAME`), rescored with today's judgments."""
     rows = []
-    runs = [shipped] + [quality.rescore(json.loads(path.read_text(encoding="utf-8")), labels)
-                        for path in sorted(out.glob("profile-*.json"))]
+    runs = [shipped] + [result for _, result in _saved_runs(out, "profile-*.json", labels)]
     for result in runs:
         s, systems = result["summary"], result["systems"]
         epic, se = systems["epic"].get("test"), systems["store-everything"].get("test")
