@@ -23,6 +23,16 @@ def data_dir() -> Path:
     return Path(str(resources.files("epic_edge.bench").joinpath("judged")))
 
 
+def persona_sets(root: Path | None = None) -> list[list[dict[str, Any]]]:
+    """The personas a judged set's questions come from, in PrefWiki's layout, with every
+    question set over them: a set written here has its own personas.json; the default is
+    PrefWiki, whose personas also ask PrefEval's questions."""
+    path = (root or data_dir()) / "personas.json"
+    if path.exists():
+        return [json.loads(path.read_text(encoding="utf-8"))]
+    return [load_prefwiki(), load_prefeval()]
+
+
 def passage_id(text: str) -> str:
     """A passage's stable id: the first 12 hex digits of the SHA-256 of its text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
@@ -99,7 +109,10 @@ def load_questions(split: str = "all", root: Path | None = None) -> list[Questio
     """The judged set's questions (questions.jsonl), optionally one split."""
     if split not in SPLITS:
         raise InvalidInputError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
-    rows = [Question(**r) for r in read_jsonl((root or data_dir()) / "questions.jsonl")]
+    path = (root or data_dir()) / "questions.jsonl"
+    if not path.exists():
+        raise InvalidInputError(f"{path} not found: a judged set folder holds questions.jsonl")
+    rows = [Question(**r) for r in read_jsonl(path)]
     return [q for q in rows if split == "all" or q.split == split]
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.bench import common, latency, quality, relevance, scaling, stream
+from epic_edge.bench.judged_metrics import agreement
 
 FILES = {"latency": "latency.json", "quality": "quality.json", "stream": "stream.json",
          "stream_budget": "stream-budget.json"}
@@ -68,6 +69,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "",
         *_dev_settings(out, results["quality"], labels),
         *_profiles(out, results["quality"], labels),
+        *_written_sets(out),
         "## Latency breakdown (`epic-edge bench latency`)",
         "",
         latency.render(results["latency"]),
@@ -169,6 +171,50 @@ def _profiles(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]:
             "profile's own programs embed the preferences and questions and encode every "
             "passage for the decision.",
             "", common.table(rows, head), ""]
+
+
+def _written_sets(out: Path) -> list[str]:
+    """Each judged set written here, from its runs in `out` (written-NAME.json: the shipped
+    settings, in full; written-NAME-SETTING.json: one line each), rescored with the set's own
+    judgments (`bench quality --judged bench/judged/NAME`)."""
+    runs: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for path in sorted(out.glob("written-*.json")):
+        result = json.loads(path.read_text(encoding="utf-8"))
+        name = Path(str(result.get("judged_set", ""))).name
+        if name and (relevance.data_dir() / name / "questions.jsonl").exists():
+            setting = path.stem.removeprefix(f"written-{name}").lstrip("-")
+            runs.setdefault(name, []).append((setting, result))
+    parts = []
+    for name, found in runs.items():
+        root = relevance.data_dir() / name
+        judgments = relevance.load_judgments(root)
+        labels = relevance.primary_labels(judgments)
+        scored = {setting: quality.rescore(result, labels, judged_root=root)
+                  for setting, result in found}
+        agree = agreement(judgments)
+        kappas = ", ".join(f"{axis} {agree[axis]['kappa']:.3f}" for axis in relevance.AXES
+                           if agree[axis])
+        parts += [f"### Preferences written here, never tuned on (`{name}`)", "",
+                  f"`epic-edge bench quality --judged bench/judged/{name} --no-variants`: "
+                  f"personas and questions written by the team (bench/judged/{name}/"
+                  "PROVENANCE.md), judged blind with the same rubric; nothing was tuned on "
+                  f"them. {len(judgments)} judgments, {agree['double_judged']} pairs judged "
+                  "twice" + (f" (Cohen's kappa {kappas})" if kappas else "") + ".", ""]
+        if "" in scored:
+            parts += [quality.render(scored[""]), ""]
+        parts += [_setting_line(setting, result) for setting, result in scored.items()
+                  if setting] + [""]
+    return parts
+
+
+def _setting_line(setting: str, result: dict[str, Any]) -> str:
+    """One run of a written set under another setting: EPIC's figures and margins."""
+    epic, s = result["systems"]["epic"]["test"], result["summary"]
+    margins = ", ".join(f"{axis} {m:+.3f} ({lo:+.3f} to {hi:+.3f})"
+                        for axis, (m, lo, hi) in s["margin_intervals"].items())
+    return (f"- `{setting}`: EPIC {epic['aligned']:.3f} / {epic['answers']:.3f} / "
+            f"{epic['both']:.3f} (aligned / answers / both), nDCG@5 {epic['ndcg']:.3f}, "
+            f"median {s['epic_bytes_median'] / 1e6:.3f} MB; minus store-everything: {margins}")
 
 
 def _stream_budget(result: dict[str, Any] | None, out: Path) -> list[str]:

@@ -120,6 +120,41 @@ def test_prior_variant_at_weight_zero_is_the_shipped_ranking(tmp_path, monkeypat
     assert any(ranked["epic"] != ranked["epic:item+hedge"] for ranked in lists)  # lexical on
 
 
+def test_a_judged_set_written_here_brings_its_own_personas(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EPIC_EDGE_DATA", str(tmp_path / "data"))
+    root = tmp_path / "written"
+    with pytest.raises(InvalidInputError, match="questions.jsonl"):  # not a judged set yet
+        relevance.load_questions("all", root)
+    prefs = ["I only drive electric cars.", "I avoid spicy food."]
+    asks = ["Which car should I buy for my commute?", "Where should we eat tonight?"]
+    root.mkdir()
+    (root / "personas.json").write_text(json.dumps([{"persona_index": 0, "preference_blocks": [
+        {"preference": p, "queries": [{"question": q}]} for p, q in zip(prefs, asks)]}]))
+    relevance.write_questions([relevance.Question(f"w-0-{b}", "written", 0, b, "test", q, p)
+                               for b, (p, q) in enumerate(zip(prefs, asks))], root)
+    result = quality.run("all", corpus="sample", tau=0.1, verifier="template",
+                         embedder=BagOfWordsEmbedder(), progress=False, log=_quiet,
+                         variants=False, judged_root=root)
+    assert result["personas"] == [0] and set(result["retrieved"]) == {"w-0-0", "w-0-1"}
+    assert result["judged_set"] == str(root)
+    # memory-use evidence for the written persona's own two questions, not PrefWiki's 60
+    assert len(result["per_persona"][0]["policy_evidence"]["own"]) == 2
+    assert result["policy"] == {}  # the gate is calibrated on PrefWiki's dev personas only
+    from epic_edge.cli import main
+
+    assert main(["bench", "judgments", "--judged", str(root)]) == 0
+    assert "0 judgments on 0" in capsys.readouterr().out  # this set's file, not PrefWiki's
+    # the report finds a written set's run beside the others and scores it with its judgments
+    out = tmp_path / "results"
+    out.mkdir()
+    for name in ("written-written.json", "written-written-other.json"):
+        (out / name).write_text(json.dumps(result, default=float))
+    monkeypatch.setattr(relevance, "data_dir", lambda: tmp_path)
+    section = "\n".join(report._written_sets(out))
+    assert "never tuned on (`written`)" in section
+    assert "Judged test split (2 questions)" in section and "- `other`: EPIC " in section
+
+
 def test_quality_memories_are_real_files(quality_result):
     systems = quality_result["systems"]
     # store-everything holds all 300 chunks with vectors: bigger than the coarse-only store

@@ -41,6 +41,14 @@ def _judged_options(p: argparse.ArgumentParser) -> None:
                    help="bench corpus (default device: every fetched source, mixed)")
     p.add_argument("--no-variants", action="store_true",
                    help="rank with the five systems only, not the retrieval variants")
+    _judged_set_option(p)
+
+
+def _judged_set_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--judged", type=Path, default=None,
+                   help="judged set folder: questions.jsonl, judgments.jsonl, passages.jsonl "
+                        "and, for personas other than PrefWiki's, personas.json (default: the "
+                        "PrefWiki and PrefEval set shipped in epic_edge/bench/judged/)")
 
 
 def main(argv: list[str]) -> int:
@@ -74,6 +82,7 @@ def main(argv: list[str]) -> int:
     judged.add_argument("file", type=Path, nargs="?", help="JSONL of {qid, pid, answers, "
                                                            "aligned} from one reader")
     judged.add_argument("--judge", default="", help="the reader's name (required with FILE)")
+    _judged_set_option(judged)
     st = sub.add_parser("stream", help="streaming with preference drift; PNG plot")
     st.add_argument("--persona", type=int, default=0)
     st.add_argument("--items", type=int, default=12000,
@@ -112,8 +121,8 @@ def main(argv: list[str]) -> int:
         result = pooling.saved_run(args.saved) if args.saved else quality.run(
             args.split, corpus=args.corpus, personas=args.personas, verifier=args.verifier,
             instructions=args.instructions, profile=args.profile, models=args.models,
-            tau=args.tau, variants=not args.no_variants)
-        done = pooling.pool(result, args.out)
+            tau=args.tau, variants=not args.no_variants, judged_root=args.judged)
+        done = pooling.pool(result, args.out, root=args.judged)
         result.pop("passages")  # corpus text stays in the corpora, never in results
         common.write_json(result, args.json)
         print(f"{done['rows']} unjudged (question, passage) rows over {done['questions']} "
@@ -136,7 +145,8 @@ def main(argv: list[str]) -> int:
                              verifier=args.verifier, instructions=args.instructions,
                              profile=args.profile, models=args.models, tau=args.tau,
                              variants=not args.no_variants, engine=args.engine,
-                             address=args.address, workers=args.workers)
+                             address=args.address, workers=args.workers,
+                             judged_root=args.judged)
         text = quality.render(result)
         result.pop("passages")  # corpus text stays in the corpora, never in results
     else:
@@ -160,9 +170,9 @@ def _judgments(args: argparse.Namespace) -> int:
     from epic_edge.bench.judged_metrics import agreement
 
     if args.file is not None:
-        added = pooling.add_judgments(args.file, args.judge)
+        added = pooling.add_judgments(args.file, args.judge, args.judged)
         print(f"added {added} judgments by {args.judge}")
-    judgments = relevance.load_judgments()
+    judgments = relevance.load_judgments(args.judged)
     agree = agreement(judgments)
     print(f"{len(judgments)} judgments on {len({(j.qid, j.pid) for j in judgments})} "
           f"(question, passage) pairs; {agree['double_judged']} judged twice")
