@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from epic_edge.decision import decide, guard
+from epic_edge.decision import decide, guard, keep_levels
 from epic_edge.errors import EpicEdgeError, InvalidInputError
 from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
@@ -79,13 +79,14 @@ class LlamaServerVerifier:
     def __init__(self, url: str = "http://127.0.0.1:8080", *, chat_template: str | None = None,
                  model_path: str | Path | None = None, timeout_s: float = 30.0,
                  retries: int = 2, backoff_s: float = 0.5, threshold: float = 0.5,
+                 floor: float | None = None,
                  max_instruction_tokens: int = 48, max_preferences_per_item: int = 2,
                  top_logprobs: int = 100, max_item_chars: int = 6000) -> None:
         self.url = _loopback_only(url)
         if timeout_s <= 0 or retries < 0 or not 1 <= top_logprobs <= 100:
             raise InvalidInputError("timeout_s > 0, retries >= 0, 1 <= top_logprobs <= 100")
         self.timeout_s, self.retries, self.backoff_s = float(timeout_s), int(retries), backoff_s
-        self.threshold = float(threshold)
+        self.threshold, self.floor = keep_levels(threshold, floor)
         self.max_instruction_tokens = int(max_instruction_tokens)
         self.max_preferences_per_item = max(1, int(max_preferences_per_item))
         self.top_logprobs, self.max_item_chars = int(top_logprobs), int(max_item_chars)
@@ -217,8 +218,8 @@ class LlamaServerVerifier:
         item, candidates = item[: self.max_item_chars], list(candidates)
         p = self.p_keep(item, candidates)  # ServerUnavailableError propagates: nothing is judged
         return decide(item, candidates, [p] * len(candidates), threshold=self.threshold,
-                      max_preferences=self.max_preferences_per_item, write=self._instructions,
-                      llm_calls=1)
+                      floor=self.floor, max_preferences=self.max_preferences_per_item,
+                      write=self._instructions, llm_calls=1)
 
     def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
                       ) -> tuple[dict[int, str], list[str], int]:
@@ -241,7 +242,7 @@ class LlamaServerVerifier:
         """From a profile's [verifier]: url, timeout_s, retries...; `model` (a local GGUF) gives
         the chat template when present."""
         model = config.get("model")
-        keys = ("chat_template", "timeout_s", "retries", "backoff_s", "threshold",
+        keys = ("chat_template", "timeout_s", "retries", "backoff_s", "threshold", "floor",
                 "max_instruction_tokens", "max_preferences_per_item", "top_logprobs",
                 "max_item_chars")
         return cls(str(config.get("url", "http://127.0.0.1:8080")),

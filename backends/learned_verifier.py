@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.backends.learned_runtimes import SETUP_HINT, open_runner
-from epic_edge.decision import decide, guard
+from epic_edge.decision import decide, guard, keep_levels
 from epic_edge.errors import EpicEdgeError, ModelNotFoundError
 from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
@@ -37,7 +37,8 @@ class LearnedVerifier:
     on first need) or from a template, so the LLM runs only for kept items."""
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path | None = None, *,
-                 threshold: float | None = None, max_length: int | None = None,
+                 threshold: float | None = None, floor: float | None = None,
+                 max_length: int | None = None,
                  threads: int = 0, max_preferences_per_item: int = 2,
                  instructor: Any = None, providers: Sequence[Any] | None = None,
                  compute_units: str = "CPU_AND_NE") -> None:
@@ -50,7 +51,8 @@ class LearnedVerifier:
                 raise ModelNotFoundError(f"{what} not found: {path}; {SETUP_HINT}")
         meta_path = self.model_path.parent / "model.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-        self.threshold = float(threshold if threshold is not None else meta.get("threshold", 0.5))
+        self.threshold, self.floor = keep_levels(
+            threshold if threshold is not None else meta.get("threshold", 0.5), floor)
         self.max_length = int(max_length or meta.get("max_length", 192))
         self.max_preferences_per_item = max(1, int(max_preferences_per_item))
         self._runner: Any = open_runner(self.model_path, threads=threads, providers=providers,
@@ -86,7 +88,7 @@ class LearnedVerifier:
             instructor = _LazyInstructor(config, Path(model_dir))
         from epic_edge.backends.onnx_embedder import _with_options
 
-        return cls(path, threshold=config.get("threshold"),
+        return cls(path, threshold=config.get("threshold"), floor=config.get("floor"),
                    max_length=config.get("max_length"), threads=int(config.get("threads", 0)),
                    max_preferences_per_item=int(config.get("max_preferences_per_item", 2)),
                    instructor=instructor, providers=_with_options(config, path.parent),
@@ -179,7 +181,7 @@ class LearnedVerifier:
             return guarded
         with self._lock:  # a scoring fault propagates: epic_edge.faults decides
             probs = self.scores(item, candidates)
-        return decide(item, candidates, probs, threshold=self.threshold,
+        return decide(item, candidates, probs, threshold=self.threshold, floor=self.floor,
                       max_preferences=self.max_preferences_per_item, write=self._instructions)
 
     def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]

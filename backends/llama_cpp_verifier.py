@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.decision import decide, guard
+from epic_edge.decision import decide, guard, keep_levels
 from epic_edge.errors import ModelNotFoundError
 from epic_edge.registry import DECISIONS, PROMPT_FORMATS
 from epic_edge.types import Preference, Verdict
@@ -46,6 +46,7 @@ class LlamaCppVerifier(LlamaCppCalls):
         threads: int = 2,
         max_instruction_tokens: int = 48,
         threshold: float = 0.5,
+        floor: float | None = None,
         max_preferences_per_item: int = 2,
         seed: int = 0,
         decision: str = "keep-discard",
@@ -56,7 +57,7 @@ class LlamaCppVerifier(LlamaCppCalls):
 
         llama_cpp = _import_llama_cpp()
         self.model_path = check_gguf(Path(model_path))
-        self.threshold = float(threshold)
+        self.threshold, self.floor = keep_levels(threshold, floor)
         if decision not in DECISIONS:
             raise ValueError(f"decision must be one of {DECISIONS}, not {decision!r}")
         self.decision = decision
@@ -95,7 +96,7 @@ class LlamaCppVerifier(LlamaCppCalls):
         """Build from a device profile's [verifier] section; `model` is relative to model_dir."""
         model = Path(str(config.get("model", "smollm2-135m-instruct-q4_1.gguf"))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
-        keys = ("n_ctx", "threads", "max_instruction_tokens", "threshold",
+        keys = ("n_ctx", "threads", "max_instruction_tokens", "threshold", "floor",
                 "max_preferences_per_item", "seed", "decision", "n_gpu_layers",
                 "prompt_format")
         return cls(path, **{k: config[k] for k in keys if k in config})
@@ -137,7 +138,7 @@ class LlamaCppVerifier(LlamaCppCalls):
         else:
             calls = 1
             probs = [self._p_keep(item, candidates)] * len(candidates)
-        return decide(item, candidates, probs, threshold=self.threshold,
+        return decide(item, candidates, probs, threshold=self.threshold, floor=self.floor,
                       max_preferences=self.max_preferences_per_item, write=self._instructions,
                       llm_calls=calls)
 

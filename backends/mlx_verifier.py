@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from epic_edge.decision import decide, guard
+from epic_edge.decision import decide, guard, keep_levels
 from epic_edge.errors import ModelNotFoundError
 from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
@@ -29,6 +29,7 @@ class MlxVerifier:
     (mlx-lm has no grammar sampler: the sentence is cut at its first . ! or ? and checked)."""
 
     def __init__(self, model_path: str | Path, *, threshold: float = 0.5,
+                 floor: float | None = None,
                  max_instruction_tokens: int = 48, max_preferences_per_item: int = 2,
                  max_item_tokens: int = 1024) -> None:
         self.model_path = Path(model_path)
@@ -37,7 +38,7 @@ class MlxVerifier:
         self._mx, mlx_lm = _import_mlx()
         self._generate = mlx_lm.generate
         self._model, self._tok = mlx_lm.load(str(self.model_path))
-        self.threshold = float(threshold)
+        self.threshold, self.floor = keep_levels(threshold, floor)
         self.max_instruction_tokens = int(max_instruction_tokens)
         self.max_preferences_per_item = max(1, int(max_preferences_per_item))
         self.max_item_tokens = int(max_item_tokens)
@@ -77,6 +78,7 @@ class MlxVerifier:
             item, candidates = self._truncate(item), list(candidates)
             p = self.p_keep(item, candidates)
             return decide(item, candidates, [p] * len(candidates), threshold=self.threshold,
+                          floor=self.floor,
                           max_preferences=self.max_preferences_per_item,
                           write=self._instructions, llm_calls=1)
 
@@ -100,6 +102,6 @@ class MlxVerifier:
     def from_config(cls, config: dict[str, Any], model_dir: Path) -> MlxVerifier:
         model = Path(str(config.get("model", "smollm2-135m-instruct-mlx-q4"))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
-        keys = ("threshold", "max_instruction_tokens", "max_preferences_per_item",
+        keys = ("threshold", "floor", "max_instruction_tokens", "max_preferences_per_item",
                 "max_item_tokens")
         return cls(path, **{k: config[k] for k in keys if k in config})

@@ -77,7 +77,7 @@ class ReplayVerifier:
                        instructions={candidates[j].id: known.instructions[j]
                                      for j in known.preference_ids},
                        reason=known.reason, confidence=known.confidence,
-                       llm_calls=known.llm_calls)
+                       llm_calls=known.llm_calls, threshold=known.threshold)
 
     def _real_verifier(self) -> Any:
         if self._real is None:

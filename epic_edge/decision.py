@@ -8,9 +8,11 @@ writes the reason, so a decision means the same thing on every backend.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from epic_edge.errors import ProfileError
 from epic_edge.instructions import template_instruction
 from epic_edge.types import Preference, Verdict
 
@@ -30,23 +32,47 @@ def guard(item: str, candidates: Sequence[Preference]) -> Verdict | None:
 
 def decide(item: str, candidates: Sequence[Preference], probs: Sequence[float], *,
            threshold: float, max_preferences: int, write: Writer | None = None,
-           llm_calls: int = 0) -> Verdict:
+           llm_calls: int = 0, floor: float | None = None) -> Verdict:
     """Keep when the best P(Keep) >= threshold, filed under the best `max_preferences`
     candidates at or above it (ties keep the coarse filter's order); instructions come from
-    `write` (called only for a kept item) or the template where it wrote none usable."""
+    `write` (called only for a kept item) or the template where it wrote none usable.
+
+    With a `floor`, an item between floor and threshold is kept too, to fill a memory while it
+    has room: its entry is among the first the budget evicts (maintenance.retention_order)."""
     candidates = list(candidates)
     scores = np.asarray(probs, dtype=np.float64).reshape(-1)
     p_keep = float(scores.max())
-    if p_keep < threshold:
-        return Verdict.discard(reason=f"P(Keep)={p_keep:.3f} < threshold {threshold:.3f}",
-                               llm_calls=llm_calls, confidence=1.0 - p_keep)
-    order = [int(k) for k in np.argsort(-scores, kind="stable") if scores[k] >= threshold]
+    cut = threshold if floor is None or p_keep >= threshold else floor
+    if p_keep < cut:
+        return Verdict.discard(reason=f"P(Keep)={p_keep:.3f} < {_cut_name(threshold, floor)}",
+                               llm_calls=llm_calls, confidence=1.0 - p_keep,
+                               threshold=threshold)
+    order = [int(k) for k in np.argsort(-scores, kind="stable") if scores[k] >= cut]
     kept = [candidates[k] for k in order[: max(1, int(max_preferences))]]
     texts, notes, calls = write(item, candidates, kept) if write else ({}, [], 0)
     instructions = {p.id: usable_instruction(texts.get(p.id, ""), item, p) for p in kept}
-    reason = "; ".join([f"P(Keep)={p_keep:.3f} >= threshold {threshold:.3f}", *notes])
+    why = (f"P(Keep)={p_keep:.3f} >= threshold {threshold:.3f}" if cut == threshold else
+           f"P(Keep)={p_keep:.3f} >= floor {floor:.3f}: kept while the memory has room")
     return Verdict(keep=True, preference_ids=[p.id for p in kept], instructions=instructions,
-                   reason=reason, confidence=p_keep, llm_calls=llm_calls + calls)
+                   reason="; ".join([why, *notes]), confidence=p_keep,
+                   llm_calls=llm_calls + calls, threshold=threshold)
+
+
+def keep_levels(threshold: Any, floor: Any = None) -> tuple[float, float | None]:
+    """(threshold, floor) of a verifier's config: a floor at or above the threshold keeps
+    nothing more, so it is none (a profile's floor stays valid when a caller lowers the
+    threshold under it)."""
+    threshold = float(threshold)
+    if floor is None or float(floor) >= threshold:
+        return threshold, None
+    if float(floor) < 0.0:
+        raise ProfileError(f"verifier floor {floor} is negative")
+    return threshold, float(floor)
+
+
+def _cut_name(threshold: float, floor: float | None) -> str:
+    return (f"threshold {threshold:.3f}" if floor is None else f"floor {floor:.3f} (threshold "
+            f"{threshold:.3f})")
 
 
 def usable_instruction(text: str, item: str, preference: Preference) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 from epic_edge.faults import judge, worth_trying
 from epic_edge.instructions import stored_form
 from epic_edge.items import expand
+from epic_edge.maintenance import KEEP_THRESHOLD
 from epic_edge.stages import Candidate, coarse_filter, fine_verify, normalize_rows
 from epic_edge.store import NewEntry
 from epic_edge.types import BatchStats, Item, Verdict
@@ -52,6 +53,7 @@ class BatchIngester:
             candidates = coarse_filter(vectors, prefs, pref_vectors, mem.tau)
         kept_items: dict[bytes, tuple[str, str, str]] = {}
         pending: list[tuple[bytes, int, str, float]] = []
+        sure: float | None = None  # the verdicts' threshold (maintenance.KEEP_THRESHOLD)
         judged: list[bytes] = []
         unjudged_ids: set[str] = set()
         for key, text, cands in zip(keys, texts, candidates):
@@ -72,6 +74,7 @@ class BatchIngester:
             stats.llm_calls += verdict.llm_calls
             if verdict.keep:
                 stats.kept += 1
+                sure = verdict.threshold if verdict.threshold is not None else sure
                 item = fresh[key]
                 kept_items[key] = (item.text, item.source, item.id)
                 for pid in verdict.preference_ids:
@@ -100,6 +103,8 @@ class BatchIngester:
                 kept_items = {k: v for k, v in kept_items.items() if k in linked}
                 dropped = mem.store.delete_items(conn, replaced)
                 ids = mem.store.write_batch(conn, kept_items, entries, judged, epoch, refresh)
+                if sure is not None and entries:  # what was kept below it is evicted first
+                    mem.store.set_meta(conn, KEEP_THRESHOLD, sure)
             with self._timed(stats, "index"):
                 mem.entry_index.remove(dropped)
                 mem.entry_index.add(np.array(ids, dtype=np.int64),

@@ -155,7 +155,6 @@ def explain(memory: Memory, text: str) -> Explanation:
     table.sort(key=lambda row: -row["similarity"])
     key = memory.store.sealer.content_hash(clean)
     stored = sorted(memory.store.linked_preferences(key))
-    threshold = getattr(memory.verifier, "threshold", None) if candidates else None
     if not candidates:
         best = table[0]
         return Explanation(clean, memory.tau, table, [], None, None, None, [], stored,
@@ -163,6 +162,7 @@ def explain(memory: Memory, text: str) -> Explanation:
                            f"({best['text'][:60]!r}) is at similarity {best['similarity']:.3f} "
                            f"< tau {memory.tau:.3f}; the verifier is not asked")
     verdict = fine_verify(memory.verifier, clean, candidates)
+    threshold = verdict.threshold  # None for a verifier that does not score
     p_keep = verdict.confidence if verdict.keep else (
         1.0 - verdict.confidence if threshold is not None else None)
     names = ", ".join(f"{c.preference.id}" for c in candidates)

@@ -61,7 +61,7 @@ def _installed(module: str) -> bool:
 SECTION_OPTIONS: dict[str, dict[str, Option]] = {
     "embedder": {"backend": TEXT, "tau": COSINE, "model": TEXT, "tokenizer": TEXT,
                  "max_length": POSITIVE, "batch_size": POSITIVE},
-    "verifier": {"backend": TEXT, "model": TEXT, "threshold": PROBABILITY,
+    "verifier": {"backend": TEXT, "model": TEXT, "threshold": PROBABILITY, "floor": PROBABILITY,
                  "max_preferences_per_item": POSITIVE, "max_instruction_tokens": POSITIVE},
     "index": {"backend": TEXT, "entry_vector": Option(str, ENTRY_VECTORS),
               "vectors": Option(str, VECTOR_FORMATS)},

@@ -64,7 +64,7 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
     kept = [pid for pid in dict.fromkeys(kept) if verdict.instructions.get(pid, "").strip()]
     if not verdict.keep or not kept:
         reason = verdict.reason or "verifier kept no candidate preference with an instruction"
-        return Verdict.discard(reason, verdict.llm_calls, verdict.confidence)
+        return Verdict.discard(reason, verdict.llm_calls, verdict.confidence, verdict.threshold)
     return Verdict(
         keep=True,
         preference_ids=kept,
@@ -72,6 +72,7 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
         reason=verdict.reason,
         confidence=float(min(max(verdict.confidence, 0.0), 1.0)),
         llm_calls=verdict.llm_calls,
+        threshold=verdict.threshold,
     )
 
 

@@ -28,6 +28,8 @@ class Verdict:
 
     `instructions` maps each kept preference id to a short usage instruction.
     `confidence` is the probability of the decision (P(Keep) when kept), in [0, 1].
+    `threshold` is the P(Keep) a sure keep needs, for a verifier that scores: an item kept
+    below it (by a floor, while the memory has room) is among the first its budget evicts.
     """
 
     keep: bool
@@ -36,10 +38,13 @@ class Verdict:
     reason: str = ""
     confidence: float = 1.0
     llm_calls: int = 0
+    threshold: float | None = None
 
     @classmethod
-    def discard(cls, reason: str, llm_calls: int = 0, confidence: float = 0.0) -> Verdict:
-        return cls(keep=False, reason=reason, llm_calls=llm_calls, confidence=confidence)
+    def discard(cls, reason: str, llm_calls: int = 0, confidence: float = 0.0,
+                threshold: float | None = None) -> Verdict:
+        return cls(keep=False, reason=reason, llm_calls=llm_calls, confidence=confidence,
+                   threshold=threshold)
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,8 @@ The file uses WAL with synchronous=FULL, so a commit is on disk before the write
 {edits}
 ## Eviction (budget) behaviour
 
-Policy: evict from the preference holding the most entries (each preference keeps a fair
+Policy: entries a verifier floor kept below its threshold go first (lowest confidence first);
+then evict from the preference holding the most entries (each preference keeps a fair
 share), its lowest confidence x 0.5^(age / half-life) first (half-life 30 days by default),
 ties to the older entry; items left without an entry go with them; the file
 is vacuumed so its size follows. Size is the pages the content uses (page count less free

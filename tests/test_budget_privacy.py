@@ -88,6 +88,32 @@ def test_a_budget_evicts_from_the_preference_holding_the_most_entries(tmp_path):
                         "vintage cars rally conf=0.3"}
 
 
+class FloorVerifier(ConfidenceVerifier):
+    """Verdicts with a scoring verifier's threshold: what it kept below it (by a floor) is
+    evicted first."""
+
+    def verify(self, item, candidates):
+        verdict = super().verify(item, candidates)
+        verdict.threshold = 0.7
+        return verdict
+
+
+def test_entries_kept_below_the_threshold_are_evicted_before_any_other(tmp_path):
+    with _memory(tmp_path / "m.epic", verifier=FloorVerifier()) as memory:
+        memory.add_preferences(["vegan tofu cooking", "vintage cars"])
+        memory.ingest([f"vegan tofu dish number {i} conf={c}"
+                       for i, c in enumerate([0.9, 0.8, 0.75])]
+                      + ["vintage cars rally conf=0.5", "vintage cars show conf=0.6"])
+        assert memory.store.get_meta("keep_threshold") == "0.7"
+        # by fair share alone the tofu preference, holding the most, would give up its 0.75
+        assert memory.set_budget(max_entries=4) == 1
+        kept = {h.item_text for h in memory.retrieve("vegan tofu vintage cars", k=10)}
+        assert "vintage cars rally conf=0.5" not in kept and len(kept) == 4
+        assert memory.set_budget(max_entries=2) == 2  # then the fair share among the sure ones
+        kept = {h.item_text for h in memory.retrieve("vegan tofu vintage cars", k=10)}
+        assert kept == {"vegan tofu dish number 0 conf=0.9", "vegan tofu dish number 1 conf=0.8"}
+
+
 def test_older_entries_are_evicted_before_newer_ones_of_equal_confidence(tmp_path):
     with _memory(tmp_path / "m.epic") as memory:
         memory.add_preference("vegan tofu cooking")

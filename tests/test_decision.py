@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from epic_edge.decision import decide, guard
+import pytest
+
+from epic_edge.decision import decide, guard, keep_levels
+from epic_edge.errors import ProfileError
 from epic_edge.instructions import template_instruction
 from epic_edge.types import Preference
 
@@ -28,6 +31,22 @@ def test_kept_under_the_best_candidates_at_or_above_threshold_ties_in_filter_ord
     assert verdict.reason == "P(Keep)=0.900 >= threshold 0.500" and verdict.confidence == 0.9
     below = decide(ITEM, [A, B], [0.9, 0.3], threshold=0.5, max_preferences=2)
     assert below.preference_ids == [1]
+
+
+def test_a_floor_keeps_what_falls_short_of_the_threshold_and_says_so():
+    verdict = decide(ITEM, [A, B], [0.55, 0.3], threshold=0.7, floor=0.5, max_preferences=2)
+    assert verdict.keep and verdict.preference_ids == [1] and verdict.confidence == 0.55
+    assert verdict.threshold == 0.7  # the budget evicts it before any sure entry
+    assert verdict.reason == "P(Keep)=0.550 >= floor 0.500: kept while the memory has room"
+    sure = decide(ITEM, [A, B], [0.55, 0.8], threshold=0.7, floor=0.5, max_preferences=2)
+    assert sure.preference_ids == [2]  # a sure item is filed under the sure candidates only
+    below = decide(ITEM, [A], [0.45], threshold=0.7, floor=0.5, max_preferences=1)
+    assert not below.keep and below.reason == ("P(Keep)=0.450 < floor 0.500 (threshold "
+                                               "0.700)")
+    assert keep_levels(0.7) == (0.7, None) and keep_levels("0.7", 0.5) == (0.7, 0.5)
+    assert keep_levels(0.3, 0.5) == (0.3, None)  # a threshold lowered under the floor
+    with pytest.raises(ProfileError, match="floor -0.1 is negative"):
+        keep_levels(0.7, -0.1)
 
 
 def test_writer_is_called_for_kept_items_only_and_unusable_text_falls_back():
