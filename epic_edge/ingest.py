@@ -14,7 +14,7 @@ from epic_edge.instructions import stored_form
 from epic_edge.items import expand
 from epic_edge.maintenance import KEEP_THRESHOLD
 from epic_edge.stages import Candidate, coarse_filter, fine_verify, normalize_rows
-from epic_edge.store import NewEntry
+from epic_edge.store_writes import NewEntry
 from epic_edge.types import BatchStats, Item, Verdict
 
 if TYPE_CHECKING:

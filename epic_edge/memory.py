@@ -293,8 +293,9 @@ class Memory:
     ) -> int:
         """Cap the memory (stored in the file); evicts at once; returns entries evicted.
 
-        Eviction takes from the preference holding the most entries, its lowest confidence x
-        0.5 ** (age / half-life) first: see epic_edge.maintenance.retention_order.
+        Eviction takes what a verifier floor kept below its threshold first, then from the
+        preference holding the most entries, its lowest confidence x 0.5 ** (age / half-life)
+        first: see epic_edge.maintenance.retention_order.
         """
         for name, value in (("max_entries", max_entries), ("max_bytes", max_bytes)):
             if value is not None and value < 0:

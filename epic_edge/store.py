@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,40 +14,23 @@ from epic_edge.crypto import Sealer
 from epic_edge.errors import EmbedderMismatchError, MemoryFileError
 from epic_edge.instructions import read_form
 from epic_edge.sqlite_file import SQLiteFile
+from epic_edge.store_writes import StoreWrites
 from epic_edge.types import Preference
 from epic_edge.vectors import (
     LEGACY_ENTRY_VECTOR,
     check_entry_vector,
     check_format,
     decode,
-    encode,
 )
-
-# The judged-items ledger stays bounded so a long stream does not grow the file.
-LEDGER_ROWS = 2048
-
-
-def to_blob(vector: np.ndarray) -> bytes:
-    return encode(vector, "float32")
 
 
 def from_blob(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
     return decode(blob, dim, fmt)
 
 
-@dataclass(frozen=True)
-class NewEntry:
-    """An entry waiting to be written: one kept (item, preference) pair."""
-
-    item_key: bytes
-    preference_id: int
-    instruction: str
-    embedding: np.ndarray
-    confidence: float
-
-
-class MemoryStore(SQLiteFile):
-    """The memory's schema over a SQLiteFile: reads, and writes made inside `transaction()`."""
+class MemoryStore(StoreWrites, SQLiteFile):
+    """The memory's schema over a SQLiteFile: opening, meta and reads here; the writes made
+    inside `transaction()` in StoreWrites."""
 
     def __init__(
         self, path: str | Path, *, key: bytes | None = None, timeout: float = 10.0,
@@ -242,98 +224,6 @@ class MemoryStore(SQLiteFile):
         if table not in {"preferences", "items", "entries", "judged"}:
             raise ValueError(table)
         return int(self.query(f"SELECT COUNT(*) FROM {table}")[0][0])
-
-    # -- inside transaction(): reads that see what other writers committed, then writes ------
-    def preference_ids(self, conn: sqlite3.Connection) -> set[int]:
-        return {int(r[0]) for r in conn.execute("SELECT id FROM preferences")}
-
-    def preference_ids_by_text(self, conn: sqlite3.Connection) -> dict[str, int]:
-        rows = conn.execute("SELECT id, text FROM preferences").fetchall()
-        return {self.sealer.open(text): int(pid) for pid, text in rows}
-
-    def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
-        cur = conn.execute(
-            "INSERT INTO preferences(text, embedding, created_at) VALUES (?, ?, ?)",
-            (self.sealer.seal(text), self.seal_vector(to_blob(vector)), time.time()),
-        )
-        # a new preference may make old items relevant: judge them again when they return
-        self.set_meta(conn, "epoch", self.epoch + 1)
-        return int(cur.lastrowid)
-
-    def delete_preference(self, conn: sqlite3.Connection, preference_id: int) -> list[int]:
-        """Delete a preference, its entries, and items left with no entry; return entry ids."""
-        entry_ids = [
-            int(r[0])
-            for r in conn.execute("SELECT id FROM entries WHERE preference_id=?", (preference_id,))
-        ]
-        conn.execute("DELETE FROM entries WHERE preference_id=?", (preference_id,))
-        conn.execute("DELETE FROM preferences WHERE id=?", (preference_id,))
-        conn.execute("DELETE FROM items WHERE id NOT IN (SELECT DISTINCT item_id FROM entries)")
-        return entry_ids
-
-    def delete_items(self, conn: sqlite3.Connection, item_ids: list[int]) -> list[int]:
-        """Delete items and their entries; return the entry ids removed. The items leave the
-        judged-items ledger too, so an old version that comes back is judged again."""
-        entry_ids: list[int] = []
-        for item_id in item_ids:
-            entry_ids += [int(r[0]) for r in
-                          conn.execute("SELECT id FROM entries WHERE item_id=?", (item_id,))]
-            for (key,) in conn.execute("SELECT content_hash FROM items WHERE id=?", (item_id,)):
-                conn.execute("DELETE FROM judged WHERE key=?", (schema.ledger_key(bytes(key)),))
-            conn.execute("DELETE FROM entries WHERE item_id=?", (item_id,))
-            conn.execute("DELETE FROM items WHERE id=?", (item_id,))
-        return entry_ids
-
-    def write_batch(
-        self,
-        conn: sqlite3.Connection,
-        items: dict[bytes, tuple[str, str, str]],
-        entries: list[NewEntry],
-        judged: Iterable[bytes],
-        epoch: int,
-        refresh: dict[int, float] | None = None,
-    ) -> list[int]:
-        """Store kept items and their entries and record the verifier's judged items in the
-        bounded ledger (the oldest rows beyond LEDGER_ROWS leave it).
-
-        `items` maps content hash -> (text, source, external id). Returns the new entry ids
-        in the order of `entries`.
-        """
-        now = time.time()
-        conn.executemany(
-            "INSERT OR IGNORE INTO items(text, source, external_id, content_hash, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(self.sealer.seal(t), self.sealer.seal(s), self.sealer.id_hash(x), key, now)
-             for key, (t, s, x) in items.items()],
-        )
-        new_ids: list[int] = []
-        for entry in entries:
-            item_id = conn.execute(
-                "SELECT id FROM items WHERE content_hash=?", (entry.item_key,)
-            ).fetchone()[0]
-            cur = conn.execute(
-                "INSERT INTO entries(item_id, preference_id, instruction, embedding, confidence, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(item_id, preference_id) DO UPDATE SET "
-                "instruction=excluded.instruction, embedding=excluded.embedding, "
-                "confidence=excluded.confidence, updated_at=? RETURNING id",
-                (item_id, entry.preference_id, self.sealer.seal(entry.instruction),
-                 self.seal_vector(encode(entry.embedding, self.vector_format)),
-                 entry.confidence, now, now, now),
-            )
-            new_ids.append(int(cur.fetchone()[0]))
-        conn.executemany(
-            "UPDATE entries SET confidence = MAX(confidence, ?), updated_at = ? WHERE id = ?",
-            [(conf, now, entry_id) for entry_id, conf in (refresh or {}).items()],
-        )
-        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM judged").fetchone()[0]
-        conn.executemany(
-            "INSERT OR REPLACE INTO judged(key, epoch, seq) VALUES (?, ?, ?)",
-            [(schema.ledger_key(key), epoch, seq + n) for n, key in enumerate(judged, 1)],
-        )
-        conn.execute("DELETE FROM judged WHERE seq <= (SELECT MAX(seq) FROM judged) - ?",
-                     (LEDGER_ROWS,))
-        return new_ids
 
     def footprint(self) -> dict[str, int]:
         """Bytes on disk by part; `overhead` is pages, indexes and free space."""

@@ -17,7 +17,7 @@ from epic_edge.ingest import BatchIngester
 from epic_edge.instructions import read_form, stored_form
 from epic_edge.maintenance import Budget, evict_to_budget
 from epic_edge.stages import normalize_rows
-from epic_edge.store import NewEntry
+from epic_edge.store_writes import NewEntry
 from epic_edge.types import Preference
 from epic_edge.vectors import decode
 

@@ -57,9 +57,9 @@ def test_reingest_is_deduplicated(memory):
 
 
 def test_judged_items_ledger_stays_bounded(memory, monkeypatch):
-    from epic_edge import store
+    from epic_edge import store_writes
 
-    monkeypatch.setattr(store, "LEDGER_ROWS", 1)
+    monkeypatch.setattr(store_writes, "LEDGER_ROWS", 1)
     memory.ingest(CORPUS)
     assert memory.store.count("judged") == 1
     memory.ingest(CORPUS)  # items that left the ledger may be judged again...

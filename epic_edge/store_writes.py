@@ -1,0 +1,124 @@
+"""The memory file's writes, each inside a transaction: preferences, items, entries, ledger."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from epic_edge import schema
+from epic_edge.vectors import encode
+
+# The judged-items ledger stays bounded so a long stream does not grow the file.
+LEDGER_ROWS = 2048
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry waiting to be written: one kept (item, preference) pair."""
+
+    item_key: bytes
+    preference_id: int
+    instruction: str
+    embedding: np.ndarray
+    confidence: float
+
+
+class StoreWrites:
+    """MemoryStore's writes (and the reads they depend on) on the connection `conn` of its
+    `transaction()`, so they see what other writers committed first. MemoryStore provides
+    the sealer, the meta table, the epoch and the vector format they use."""
+
+    def preference_ids(self, conn: sqlite3.Connection) -> set[int]:
+        return {int(r[0]) for r in conn.execute("SELECT id FROM preferences")}
+
+    def preference_ids_by_text(self, conn: sqlite3.Connection) -> dict[str, int]:
+        rows = conn.execute("SELECT id, text FROM preferences").fetchall()
+        return {self.sealer.open(text): int(pid) for pid, text in rows}
+
+    def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
+        cur = conn.execute(
+            "INSERT INTO preferences(text, embedding, created_at) VALUES (?, ?, ?)",
+            (self.sealer.seal(text), self.seal_vector(encode(vector, "float32")), time.time()),
+        )
+        # a new preference may make old items relevant: judge them again when they return
+        self.set_meta(conn, "epoch", self.epoch + 1)
+        return int(cur.lastrowid)
+
+    def delete_preference(self, conn: sqlite3.Connection, preference_id: int) -> list[int]:
+        """Delete a preference, its entries, and items left with no entry; return entry ids."""
+        entry_ids = [
+            int(r[0])
+            for r in conn.execute("SELECT id FROM entries WHERE preference_id=?", (preference_id,))
+        ]
+        conn.execute("DELETE FROM entries WHERE preference_id=?", (preference_id,))
+        conn.execute("DELETE FROM preferences WHERE id=?", (preference_id,))
+        conn.execute("DELETE FROM items WHERE id NOT IN (SELECT DISTINCT item_id FROM entries)")
+        return entry_ids
+
+    def delete_items(self, conn: sqlite3.Connection, item_ids: list[int]) -> list[int]:
+        """Delete items and their entries; return the entry ids removed. The items leave the
+        judged-items ledger too, so an old version that comes back is judged again."""
+        entry_ids: list[int] = []
+        for item_id in item_ids:
+            entry_ids += [int(r[0]) for r in
+                          conn.execute("SELECT id FROM entries WHERE item_id=?", (item_id,))]
+            for (key,) in conn.execute("SELECT content_hash FROM items WHERE id=?", (item_id,)):
+                conn.execute("DELETE FROM judged WHERE key=?", (schema.ledger_key(bytes(key)),))
+            conn.execute("DELETE FROM entries WHERE item_id=?", (item_id,))
+            conn.execute("DELETE FROM items WHERE id=?", (item_id,))
+        return entry_ids
+
+    def write_batch(
+        self,
+        conn: sqlite3.Connection,
+        items: dict[bytes, tuple[str, str, str]],
+        entries: list[NewEntry],
+        judged: Iterable[bytes],
+        epoch: int,
+        refresh: dict[int, float] | None = None,
+    ) -> list[int]:
+        """Store kept items and their entries and record the verifier's judged items in the
+        bounded ledger (the oldest rows beyond LEDGER_ROWS leave it).
+
+        `items` maps content hash -> (text, source, external id). Returns the new entry ids
+        in the order of `entries`.
+        """
+        now = time.time()
+        conn.executemany(
+            "INSERT OR IGNORE INTO items(text, source, external_id, content_hash, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(self.sealer.seal(t), self.sealer.seal(s), self.sealer.id_hash(x), key, now)
+             for key, (t, s, x) in items.items()],
+        )
+        new_ids: list[int] = []
+        for entry in entries:
+            item_id = conn.execute(
+                "SELECT id FROM items WHERE content_hash=?", (entry.item_key,)
+            ).fetchone()[0]
+            cur = conn.execute(
+                "INSERT INTO entries(item_id, preference_id, instruction, embedding, confidence, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(item_id, preference_id) DO UPDATE SET "
+                "instruction=excluded.instruction, embedding=excluded.embedding, "
+                "confidence=excluded.confidence, updated_at=? RETURNING id",
+                (item_id, entry.preference_id, self.sealer.seal(entry.instruction),
+                 self.seal_vector(encode(entry.embedding, self.vector_format)),
+                 entry.confidence, now, now, now),
+            )
+            new_ids.append(int(cur.fetchone()[0]))
+        conn.executemany(
+            "UPDATE entries SET confidence = MAX(confidence, ?), updated_at = ? WHERE id = ?",
+            [(conf, now, entry_id) for entry_id, conf in (refresh or {}).items()],
+        )
+        seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM judged").fetchone()[0]
+        conn.executemany(
+            "INSERT OR REPLACE INTO judged(key, epoch, seq) VALUES (?, ?, ?)",
+            [(schema.ledger_key(key), epoch, seq + n) for n, key in enumerate(judged, 1)],
+        )
+        conn.execute("DELETE FROM judged WHERE seq <= (SELECT MAX(seq) FROM judged) - ?",
+                     (LEDGER_ROWS,))
+        return new_ids
