@@ -87,9 +87,9 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
             t0 = time.perf_counter()
             own = [q["question"] for data in persona_sets
                    for b in data[p_index]["preference_blocks"] for q in b["queries"]]
-            row = run_persona(wiki[p_index], own, p_index, qs, root, prof, cached, verifier_obj,
-                           items, vectors, everything, tau, k, variants, retrieved, passages,
-                           evidence, followed)
+            row = run_persona(wiki[p_index], own, p_index, qs, root, prof, cached,
+                              verifier_obj, items, vectors, everything, tau, k, variants,
+                              retrieved, passages, evidence, followed)
             row["seconds"] = time.perf_counter() - t0
             per_persona.append(row)
             log(f"  persona {p_index} ({n}/{len(by_persona)}): {row['seconds']:.1f} s, "
