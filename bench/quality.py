@@ -85,8 +85,8 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     try:
         for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
             t0 = time.perf_counter()
-            own = [q["question"] for data in persona_sets
-                   for b in data[p_index]["preference_blocks"] for q in b["queries"]]
+            own = [question for data in persona_sets
+                   for question, _ in common.persona_questions(data[p_index])[1]]
             row = run_persona(wiki[p_index], own, p_index, qs, root, prof, cached,
                               verifier_obj, items, vectors, everything, tau, k, variants,
                               retrieved, passages, evidence, followed)
