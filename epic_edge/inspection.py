@@ -198,3 +198,31 @@ def memory_info(memory: Memory) -> dict[str, Any]:
             "%Y-%m-%d %H:%M:%S", time.localtime(float(store.get_meta("created_at") or 0))
         ),
     }
+
+
+class Inspecting:
+    """Memory's looking-inside API (mixed into epic_edge.memory.Memory)."""
+
+    def entries(
+        self: Memory, offset: int = 0, limit: int = 50, preference: int | str | None = None
+    ) -> list[Entry]:
+        """A page of stored entries (item, preference, instruction, confidence), oldest first."""
+        return list_entries(self, offset, limit, preference)
+
+    def forget(self: Memory, item: int | str) -> int:
+        """Delete one item (its number in `entries()`, or the id it was ingested with) and
+        its entries; returns entries removed."""
+        return forget_item(self, item)
+
+    def explain(self: Memory, text: str) -> Explanation:
+        """Why `text` would (not) be kept now: similarity per preference, tau, the verifier's
+        verdict with P(Keep) and threshold. Stores nothing."""
+        return explain(self, text)
+
+    def footprint(self: Memory) -> dict[str, int]:
+        """Bytes on disk by part (items, instructions, vectors, preferences, ...)."""
+        return self.store.footprint()
+
+    def info(self: Memory) -> dict[str, Any]:
+        """Path, profile, embedder, tau, k, counts, budget and footprint, for `epic-edge info`."""
+        return memory_info(self)

@@ -32,7 +32,7 @@ from epic_edge.types import BatchStats, Hit, Item, Preference
 from epic_edge.vectors import LEGACY_ENTRY_VECTOR
 
 
-class Memory:
+class Memory(inspection.Inspecting):
     """A preference-aligned memory over one SQLite file. Safe to share across threads."""
 
     def __init__(
@@ -259,23 +259,7 @@ class Memory:
                             min_score=-1.0 if floor is None else floor)
         return format_context(found.hits, rules.header)
 
-    # -- inspecting, editing, moving: epic_edge.inspection and epic_edge.transfer --------
-    def entries(
-        self, offset: int = 0, limit: int = 50, preference: int | str | None = None
-    ) -> list[inspection.Entry]:
-        """A page of stored entries (item, preference, instruction, confidence), oldest first."""
-        return inspection.list_entries(self, offset, limit, preference)
-
-    def forget(self, item: int | str) -> int:
-        """Delete one item (its number in `entries()`, or the id it was ingested with) and
-        its entries; returns entries removed."""
-        return inspection.forget_item(self, item)
-
-    def explain(self, text: str) -> inspection.Explanation:
-        """Why `text` would (not) be kept now: similarity per preference, tau, the verifier's
-        verdict with P(Keep) and threshold. Stores nothing."""
-        return inspection.explain(self, text)
-
+    # -- moving: epic_edge.transfer -------------------------------------------------------
     def export_jsonl(self, path: str | Path) -> dict[str, int]:
         """Write the whole memory (preferences, items, entries) to a JSONL file (owner-only)."""
         return transfer.export_memory(self, path)
@@ -284,7 +268,7 @@ class Memory:
         """Merge an `export_jsonl` file into this memory; re-embeds if the embedder differs."""
         return transfer.import_memory(self, path)
 
-    # -- reporting ----------------------------------------------------------------------
+    # -- upkeep (entries, forget, explain, footprint, info: inspection.Inspecting) ----------
     def set_budget(
         self,
         max_entries: int | None = None,
@@ -308,11 +292,3 @@ class Memory:
         self.sync()  # another writer's commits are not a mismatch
         with self._lock:
             return check(self.store, len(self.entry_index))
-
-    def footprint(self) -> dict[str, int]:
-        """Bytes on disk by part (items, instructions, vectors, preferences, ...)."""
-        return self.store.footprint()
-
-    def info(self) -> dict[str, Any]:
-        """Path, profile, embedder, tau, k, counts, budget and footprint, for `epic-edge info`."""
-        return inspection.memory_info(self)
