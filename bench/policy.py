@@ -25,6 +25,7 @@ from epic_edge.retrieval import uses_memory
 THRESHOLDS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
 QUANTILES = tuple(np.round(np.arange(0.80, 0.995, 0.01), 2))  # item-gate quantiles tried
 NO_PREFERENCE = "no_preference.jsonl"  # in bench/judged/: questions that bear on no preference
+IMPLICIT = "implicit_questions.jsonl"  # in a judged set's folder: everyday requests per persona
 
 
 def no_preference_questions() -> list[str]:
@@ -37,6 +38,18 @@ def no_preference_questions() -> list[str]:
     return [q for q in (json.loads(line)["question"] for line in
                         path.read_text(encoding="utf-8").splitlines() if line.strip())
             if q not in background]
+
+
+def implicit_questions(persona: int, root: Path | None = None) -> list[str]:
+    """The everyday requests written for `persona`'s preferences that never name them (a
+    check of the gate on implicit questions), where the judged set has them."""
+    from epic_edge.bench.relevance import data_dir
+
+    path = (root or data_dir()) / IMPLICIT
+    if not path.exists():
+        return []
+    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
+    return [r["question"] for r in rows if r["persona"] == persona]
 
 
 def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,
@@ -118,8 +131,9 @@ def gate_rates(embedder: Embedder, thresholds=THRESHOLDS) -> dict[str, Any]:
 def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
               split_of=lambda p: "dev" if p % 2 == 0 else "test") -> dict[str, Any]:
     """The memory-use gate chosen on dev personas' evidence, and no-memory rates per split
-    (personas' own questions; held-out questions that bear on no preference) for it and for
-    the profile's current setting."""
+    (personas' own questions; everyday implicit requests, a check that takes no part in the
+    choice; held-out questions that bear on no preference) for it and for the profile's
+    current setting."""
     personas = [p for p in per_persona if p.get("policy_evidence")]
     if not any(split_of(p["persona"]) == "dev" for p in personas):
         return {}
@@ -140,6 +154,7 @@ def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
                  for p in personas if split_of(p["persona"]) == split]
         return np.concatenate(parts) if parts else np.empty((0, 3))
 
+    extra = ("implicit",) if all("implicit" in p["policy_evidence"] for p in personas) else ()
     chosen = choose_gate({q: rows("dev", "own", q) for q in QUANTILES},
                          {q: rows("dev", "none", q) for q in QUANTILES})
     settings = {"chosen on dev": (chosen.get("gate"), chosen.get("item_gate_quantile"), None),
@@ -147,7 +162,7 @@ def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
                             retrieval.get("item_gate"))}
     return {"chosen_on_dev": chosen, "rates": {
         name: {split: {kind: 1.0 - float(used(rows(split, kind, q, fixed), gate).mean())
-                       for kind in ("own", "own:prefwiki", "own:prefeval", "none")}
+                       for kind in ("own", "own:prefwiki", "own:prefeval", "none", *extra)}
                 for split in ("dev", "test")}
         for name, (gate, q, fixed) in settings.items()}}
 

@@ -85,8 +85,10 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     try:
         for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
             t0 = time.perf_counter()
-            own = [question for data in persona_sets
-                   for question, _ in common.persona_questions(data[p_index])[1]]
+            own = {"own": [question for data in persona_sets
+                           for question, _ in common.persona_questions(data[p_index])[1]]}
+            if implicit := policy.implicit_questions(p_index, judged_root):
+                own["implicit"] = implicit
             row = run_persona(wiki[p_index], own, p_index, qs, root, prof, cached,
                               verifier_obj, items, vectors, everything, tau, k, variants,
                               retrieved, passages, evidence, followed)

@@ -56,7 +56,7 @@ def _timed(fn, *args):  # type: ignore[no-untyped-def]
     return out, (time.perf_counter() - t0) * 1000
 
 
-def run_persona(persona: dict, own: list[str], p_index: int, questions: list, root: Path,
+def run_persona(persona: dict, own: dict[str, list[str]], p_index: int, questions: list, root: Path,
              prof: Any, embedder: Any, verifier: Any, items: list, vectors: np.ndarray,
              everything: RawItems, tau: float, k: int, variants: bool,
              retrieved: dict, passages: dict, evidence: dict,
@@ -146,13 +146,15 @@ def run_persona(persona: dict, own: list[str], p_index: int, questions: list, ro
     return result
 
 
-def _policy_evidence(own: list[str], embedder: Any, pref_vectors: np.ndarray,
+def _policy_evidence(own: dict[str, list[str]], embedder: Any, pref_vectors: np.ndarray,
                      entry_vectors: np.ndarray) -> dict[str, list]:
-    """Memory-use evidence for all of the persona's `own` questions (PrefWiki's personas: theirs
-    and PrefEval's), the held-out no-preference set and the runtime's background questions
-    (from which a memory's item cut is set), against this persona's memory's entries."""
+    """Memory-use evidence for the persona's `own` question sets ("own": all its questions,
+    PrefWiki's personas: theirs and PrefEval's; "implicit": everyday requests written for its
+    preferences, where the judged set has them), the held-out no-preference set and the
+    runtime's background questions (from which a memory's item cut is set), against this
+    persona's memory's entries."""
     rows = {}
-    for name, texts in (("own", own), ("none", policy.no_preference_questions()),
+    for name, texts in (*own.items(), ("none", policy.no_preference_questions()),
                         ("background", background_questions())):
         rows[name] = policy.evidence(embedder.embed(texts), pref_vectors,
                                      entry_vectors).round(4).tolist()

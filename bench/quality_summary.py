@@ -180,7 +180,9 @@ def _policy_lines(pol: dict[str, Any]) -> list[str]:
     for name, by_split in pol["rates"].items():
         cells = [f"{split}: {r['own']:.1%} of own questions (PrefWiki "
                  f"{r.get('own:prefwiki', float('nan')):.1%}, PrefEval "
-                 f"{r.get('own:prefeval', float('nan')):.1%}), {r['none']:.1%} of held-out "
-                 f"no-preference questions" for split, r in by_split.items() if r]
+                 f"{r.get('own:prefeval', float('nan')):.1%}), "
+                 + (f"{r['implicit']:.1%} of everyday implicit requests, " if "implicit" in r
+                    else "") + f"{r['none']:.1%} of held-out no-preference questions"
+                 for split, r in by_split.items() if r]
         lines.append(f"  - no memory with the {name} setting: " + "; ".join(cells))
     return lines
