@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from epic_edge.bench import common, latency, quality, relevance, scaling, stream
+from epic_edge.bench import common, latency, quality, ranking_replay, relevance, scaling, stream
 from epic_edge.bench.judged_metrics import agreement
 
 FILES = {"latency": "latency.json", "quality": "quality.json", "stream": "stream.json",
@@ -70,6 +70,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         *_dev_settings(out, results["quality"], labels),
         *_profiles(out, results["quality"], labels),
         *_written_sets(out),
+        *ranking_replay.section(out),
         "## Latency breakdown (`epic-edge bench latency`)",
         "",
         latency.render(results["latency"]),

@@ -15,6 +15,7 @@ DISTRIBUTIONS = {
     "langchain_core": "langchain-core", "llama_cpp": "llama-cpp-python",
     "matplotlib": "matplotlib", "mcp": "mcp", "mlx": "mlx", "mlx_lm": "mlx-lm", "onnx": "onnx",
     "onnxruntime": "onnxruntime", "pydantic": "langchain-core", "ray": "ray",
+    "sentence_transformers": "sentence-transformers",
     "tokenizers": "tokenizers", "torch": "torch", "transformers": "transformers",
 }
 
