@@ -40,16 +40,20 @@ def no_preference_questions() -> list[str]:
             if q not in background]
 
 
-def implicit_questions(persona: int, root: Path | None = None) -> list[str]:
-    """The everyday requests written for `persona`'s preferences that never name them (a
+def implicit_questions(root: Path | None = None) -> dict[int, list[str]]:
+    """Per persona, the everyday requests written for its preferences that never name them (a
     check of the gate on implicit questions), where the judged set has them."""
     from epic_edge.bench.relevance import data_dir
 
     path = (root or data_dir()) / IMPLICIT
     if not path.exists():
-        return []
-    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
-    return [r["question"] for r in rows if r["persona"] == persona]
+        return {}
+    by_persona: dict[int, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_persona.setdefault(int(row["persona"]), []).append(row["question"])
+    return by_persona
 
 
 def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,

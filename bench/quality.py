@@ -82,13 +82,14 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     per_persona, retrieved, passages, evidence = [], {}, {}, {}
     labels = relevance.primary_labels(relevance.load_judgments(judged_root))
     followed = Followed(labels, items)
+    implicit = policy.implicit_questions(judged_root)
     try:
         for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
             t0 = time.perf_counter()
             own = {"own": [question for data in persona_sets
                            for question, _ in common.persona_questions(data[p_index])[1]]}
-            if implicit := policy.implicit_questions(p_index, judged_root):
-                own["implicit"] = implicit
+            if p_index in implicit:
+                own["implicit"] = implicit[p_index]
             row = run_persona(wiki[p_index], own, p_index, qs, root, prof, cached,
                               verifier_obj, items, vectors, everything, tau, k, variants,
                               retrieved, passages, evidence, followed)
