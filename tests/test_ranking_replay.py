@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from epic_edge.bench import ranking_replay
+from epic_edge.bench.variants import distinct_top
 from epic_edge.errors import ModelNotFoundError
 
 
@@ -69,8 +71,30 @@ def test_missing_part_wheels_name_the_pip_command(monkeypatch, tmp_path: Path) -
 
 def test_a_passage_kept_under_two_preferences_counts_once_in_the_top_k() -> None:
     pids = ["a", "a", "b", "c"]
-    assert ranking_replay._top(pids, np.array([0.9, 0.8, 0.5, 0.7]), 2) == ["a", "c"]
-    assert ranking_replay._top(pids, np.array([0.1, 0.2, 0.3, 0.4]), 9) == ["c", "b", "a"]
+    assert distinct_top(pids, np.array([0.9, 0.8, 0.5, 0.7]), 2) == [0, 3]
+    assert distinct_top(pids, np.array([0.1, 0.2, 0.3, 0.4]), 9) == [3, 2, 1]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "is not a saved `bench quality --json` run"),
+    ('{"retrieved": {}}', "no corpus, k, per_persona, profile"),
+    ("[1, 2]", "no corpus, k, per_persona, profile, retrieved"),
+])
+def test_a_file_that_is_not_a_saved_run_is_one_clear_line(tmp_path: Path, content: str,
+                                                          message: str) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(content)
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        ranking_replay.main([str(path)])
+    with pytest.raises(SystemExit, match="no such file|No such file"):
+        ranking_replay.main([str(tmp_path / "absent.json")])
+
+
+def test_an_encoder_folder_without_a_model_is_refused_before_loading(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({key: {} for key in ranking_replay.RUN_KEYS}))
+    with pytest.raises(SystemExit, match="not a sentence-transformers folder"):
+        ranking_replay.main([str(path), "--encoder", str(tmp_path)])
 
 
 def test_a_saved_replay_renders_rescored_with_todays_judgments(tmp_path: Path) -> None:
