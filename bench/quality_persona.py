@@ -37,8 +37,10 @@ class Followed:
 
 def store_everything_bytes(root: Path, embedder: Any, items: list, vectors: np.ndarray,
                             fmt: str) -> dict[str, Any]:
-    """Store-everything with EPIC's vector format: the ratio without the quantisation win."""
-    everything = StoreEverything(root / f"store-everything-{fmt}.sqlite", embedder, fmt)
+    """Store-everything with EPIC's vector format and packed text: the ratio without those
+    format wins."""
+    everything = StoreEverything(root / f"store-everything-{fmt}.sqlite", embedder, fmt,
+                                 packed_text=True)
     try:
         everything.add(items, vectors)
         return {"vector_format": fmt, "bytes": everything.footprint()}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from epic_edge import text_codec
 from epic_edge.protocols import Embedder
 from epic_edge.types import Item
 from epic_edge.vectors import check_format, encode
@@ -16,15 +17,17 @@ from epic_edge.vectors import check_format, encode
 class StoreEverything:
     """Keeps every item, embedded as is; measured the same way as a Memory (bytes on disk).
 
-    Vectors are stored as float32 (the paper's baseline) unless `vector_format` says
-    otherwise ("float16", "int8": the formats a Memory can use).
+    Vectors are stored as float32 and text as it is (the paper's baseline) unless
+    `vector_format` says otherwise ("float16", "int8": the formats a Memory can use) and
+    `packed_text` packs text as a Memory does (epic_edge.text_codec).
     """
 
     def __init__(self, path: str | Path, embedder: Embedder,
-                 vector_format: str = "float32") -> None:
+                 vector_format: str = "float32", packed_text: bool = False) -> None:
         self.path = Path(path)
         self.embedder = embedder
         self.vector_format = check_format(vector_format)
+        self.packed_text = packed_text
         self.conn = sqlite3.connect(str(self.path))
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(
@@ -41,11 +44,15 @@ class StoreEverything:
         with self.conn:
             self.conn.executemany(
                 "INSERT INTO items(text, source, embedding) VALUES (?, ?, ?)",
-                [(it.text, it.source, encode(v, self.vector_format))
+                [(self._stored(it.text), it.source, encode(v, self.vector_format))
                  for it, v in zip(items, vectors)],
             )
         self._texts.extend(it.text for it in items)
         self._vectors = np.concatenate([self._vectors, np.asarray(vectors, np.float32)])
+
+    def _stored(self, text: str) -> str | bytes:
+        packed = text_codec.pack(text) if self.packed_text else None
+        return text if packed is None else packed
 
     def search(self, query_vector: np.ndarray, k: int = 5) -> list[tuple[float, str]]:
         sims = self._vectors @ np.asarray(query_vector, np.float32).reshape(-1)

@@ -10,6 +10,7 @@ import os
 import stat
 from pathlib import Path
 
+from epic_edge import text_codec
 from epic_edge.errors import MemoryFileError
 from epic_edge.optional import optional_import
 
@@ -47,18 +48,26 @@ class Sealer:
         return os.urandom(KEY_BYTES)
 
     def seal(self, text: str) -> str | bytes:
+        """Text as stored: packed (text_codec) when that is shorter, then sealed with a key."""
+        packed = text_codec.pack(text)
         if self._aead is None:
-            return text
-        return self.seal_bytes(text.encode("utf-8"))
+            return text if packed is None else packed
+        return self.seal_bytes(text.encode("utf-8") if packed is None else packed)
 
     def open(self, value: str | bytes) -> str:
         if self._aead is None:
-            if isinstance(value, bytes):
-                raise MemoryFileError("this memory holds encrypted text: open it with its key")
-            return value
+            if isinstance(value, str):
+                return value
+            if text_codec.is_packed(value):
+                try:
+                    return text_codec.unpack(value)
+                except MemoryFileError:
+                    pass  # a sealed value whose nonce happens to start like a packed one
+            raise MemoryFileError("this memory holds encrypted text: open it with its key")
         if isinstance(value, str):
             raise MemoryFileError("this memory holds unencrypted text but a key was given")
-        return self.open_bytes(value).decode()
+        data = self.open_bytes(value)
+        return text_codec.unpack(data) if text_codec.is_packed(data) else data.decode()
 
     def seal_bytes(self, data: bytes) -> bytes:
         """A vector's bytes sealed (28 bytes longer); as is without a key."""

@@ -10,7 +10,9 @@ if TYPE_CHECKING:
 
 # 2: the judged-items ledger keys on 64 bits of the hash (was `seen`)
 # 3: with a key, vectors and item ids are sealed as well as text (no change without one)
-SCHEMA_VERSION = 3
+# 4: text is stored packed (epic_edge.text_codec) when that is shorter; older rows stay as
+#    they are and read as before, so the upgrade rewrites nothing
+SCHEMA_VERSION = 4
 
 # create() splits this on ";": keep semicolons out of the SQL comments
 _SCHEMA = """
@@ -64,18 +66,21 @@ def _set_version(conn: sqlite3.Connection, version: int) -> None:
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Schema 1 -> 2: drop the old `seen` ledger (hash BLOB + its index, ~90 B a row). It is
-    a cache: an item it listed is judged once more if it returns. 2 -> 3 without a key: no
-    change; an encrypted file waits for its key (seal_vectors_and_ids)."""
+    a cache: an item it listed is judged once more if it returns. 2 -> 4 without a key and
+    3 -> 4: no change to any row; an encrypted file of schema 2 waits for its key
+    (seal_vectors_and_ids)."""
     version = _meta(conn, "schema_version")
-    if version is not None and int(version) == 1:
+    if version is None:
+        return
+    if int(version) == 1:
         conn.execute("DROP TABLE IF EXISTS seen")
         _set_version(conn, version := 2)
-    if version is not None and int(version) == 2 and not _meta(conn, "key_check"):
-        _set_version(conn, 3)
+    if int(version) == 3 or (int(version) == 2 and not _meta(conn, "key_check")):
+        _set_version(conn, SCHEMA_VERSION)
 
 
 def seal_vectors_and_ids(conn: sqlite3.Connection, sealer: Sealer) -> None:
-    """Schema 2 -> 3 of an encrypted file (its text is sealed already): seal the preference
+    """Schema 2 -> 4 of an encrypted file (its text is sealed already): seal the preference
     and entry vectors and replace item ids by their keyed hash."""
     for table in ("preferences", "entries"):
         rows = conn.execute(f"SELECT id, embedding FROM {table}").fetchall()
@@ -84,7 +89,7 @@ def seal_vectors_and_ids(conn: sqlite3.Connection, sealer: Sealer) -> None:
     rows = conn.execute("SELECT id, external_id FROM items").fetchall()
     conn.executemany("UPDATE items SET external_id=? WHERE id=?",
                      [(sealer.id_hash(x), row_id) for row_id, x in rows])
-    _set_version(conn, 3)
+    _set_version(conn, SCHEMA_VERSION)
 
 
 def unreadable(conn: sqlite3.Connection) -> str | None:

@@ -8,6 +8,7 @@ import socket
 import pytest
 from crash_harness import PREFERENCES, batch_items
 
+from epic_edge import text_codec
 from epic_edge.backends.numpy_index import NumpyIndex
 from epic_edge.crypto import Sealer
 from epic_edge.errors import MemoryFileError, ProfileError
@@ -185,7 +186,9 @@ def test_encryption_at_rest_and_keys(tmp_path):
         memory.ingest([secret])
         assert memory.retrieve("vegan tofu")[0].item_text == secret
     raw = _raw(path)
-    assert b"Ottilie" not in raw and b"vegan tofu cooking" not in raw
+    for text in (secret, "vegan tofu cooking"):  # neither as written nor packed (text_codec)
+        packed = text_codec.pack(text)
+        assert text.encode() not in raw and (packed is None or packed not in raw)
     with _memory(path, key=key) as memory:
         assert memory.retrieve("vegan tofu")[0].item_text == secret
     with pytest.raises(MemoryFileError, match="encrypted"):
@@ -198,11 +201,13 @@ def test_removed_text_leaves_no_bytes_behind(tmp_path):
     path = tmp_path / "m.epic"
     with _memory(path) as memory:
         memory.add_preferences(["vegan tofu cooking", "electric battery cars"])
-        memory.ingest(["vegan tofu dish from Zanzibarquux kitchen", "electric battery car"])
-        assert b"Zanzibarquux" in _raw(path)
+        secret = "vegan tofu dish from Zanzibarquux kitchen"
+        memory.ingest([secret, "electric battery car"])
+        stored = text_codec.pack(secret)  # the file's form of the text: packed, as it is shorter
+        assert stored is not None and stored in _raw(path)
         memory.remove_preference("vegan tofu cooking")
-        assert b"Zanzibarquux" not in _raw(path)
-    assert b"Zanzibarquux" not in _raw(path)
+        assert stored not in _raw(path)
+    assert stored not in _raw(path) and b"Zanzibarquux" not in _raw(path)
 
 
 def test_demo_runs_with_sockets_blocked(monkeypatch, reference_models, capsys):
