@@ -45,8 +45,8 @@ def unpack(data: bytes) -> str:
     try:
         inflate = zlib.decompressobj(-15, zdict=_dictionary())
         raw = inflate.decompress(data[len(MAGIC):]) + inflate.flush()
-        if not inflate.eof:
-            raise zlib.error("truncated stream")
+        if not inflate.eof or inflate.unused_data:
+            raise zlib.error("truncated stream" if not inflate.eof else "bytes after its end")
         return raw.decode("utf-8", "surrogatepass")
     except (zlib.error, UnicodeDecodeError) as exc:
         raise MemoryFileError(f"a stored text does not decompress ({exc}): the file is "

@@ -48,6 +48,8 @@ def test_a_damaged_value_is_a_clear_error():
         text_codec.unpack(packed[:-6])
     with pytest.raises(MemoryFileError, match="damaged"):
         text_codec.unpack(packed[:2] + b"\xff" * (len(packed) - 2))
+    with pytest.raises(MemoryFileError, match="damaged"):
+        text_codec.unpack(packed + b"tail")
 
 
 def test_a_memory_stores_item_text_packed_and_reads_it_back(tmp_path):
