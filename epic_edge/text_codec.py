@@ -26,12 +26,19 @@ def _dictionary() -> bytes:
     return data
 
 
+@cache
+def _deflater() -> zlib._Compress:
+    """A raw-deflate compressor primed with the dictionary; `pack` copies it (priming costs more
+    than packing a passage)."""
+    return zlib.compressobj(9, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, _dictionary())
+
+
 def pack(text: str) -> bytes | None:
     """MAGIC + the text's raw deflate stream, or None when that is not shorter than its UTF-8."""
     raw = text.encode("utf-8", "surrogatepass")
     if len(raw) < 8:
         return None
-    deflate = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _dictionary())
+    deflate = _deflater().copy()
     packed = MAGIC + deflate.compress(raw) + deflate.flush()
     return packed if len(packed) < len(raw) else None
 
