@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +28,8 @@ from .verification import roc_auc
 
 FOLDS = 8
 SHARES = (1, 2, 4, 8)        # folds of FOLDS trained on
+FIT_LAST = 3                 # the line is fitted on the largest shares (the first gains most)
+BEYOND = 1000                # a line that needs more than this many times the pairs: "beyond"
 TARGETS = {"test": {"roc_auc": 0.93, "f1": 0.85}, "test_style": {"f1": 0.80}}
 
 
@@ -59,12 +62,15 @@ def run_curve(splits: dict[str, list[LabelledPair]], fit: Callable[[list[Labelle
 
 def pairs_needed(rows: Sequence[dict[str, Any]], split: str, metric: str, target: float
                  ) -> dict[str, float | None]:
-    """The least-squares gain per doubling of pairs, and the pairs that line reaches `target`
-    at (None when it never does: a flat or falling line)."""
-    x = np.log2([r["pairs"] for r in rows])
-    y = np.array([r["splits"][split][metric] for r in rows])
+    """The least-squares gain per doubling of pairs over the FIT_LAST largest shares, and the
+    pairs that line reaches `target` at (None when it needs more than BEYOND times the most
+    pairs trained on, or never gets there)."""
+    fitted = rows[-FIT_LAST:]
+    x = np.log2([r["pairs"] for r in fitted])
+    y = np.array([r["splits"][split][metric] for r in fitted])
     slope, intercept = np.polyfit(x, y, 1)
-    needed = 2 ** ((target - intercept) / slope) if slope > 1e-6 else None
+    doublings = (target - intercept) / slope - x[-1] if slope > 0 else math.inf
+    needed = 2 ** (x[-1] + doublings) if doublings <= math.log2(BEYOND) else None
     return {"per_doubling": float(slope), "pairs": None if needed is None else float(needed)}
 
 
@@ -90,12 +96,12 @@ def section(out: Path) -> list[str]:
              f"{result['learner']}, trained on a share of the train preferences; each cell is "
              "ROC AUC / F1 at the split's best threshold (an upper bound).", "",
              common.table(table, ["share of train", "pairs", *names, "seconds"]), ""]
-    for s in result["summary"]:
-        reach = ("never, at this trend" if s["pairs"] is None
+    for s in summary(result["rows"]):
+        reach = (f"more than {BEYOND:,}x the pairs, if ever" if s["pairs"] is None
                  else f"about {s['pairs']:,.0f} pairs of the same kind "
                       f"({s['pairs'] / result['rows'][-1]['pairs']:.0f}x)")
         lines.append(f"- {s['split']} {s['metric']} {s['target']}: {s['per_doubling']:+.3f} per "
-                     f"doubling of the pairs; reached at {reach}")
+                     f"doubling of the pairs (the {FIT_LAST} largest shares); reached at {reach}")
     return [*lines, ""]
 
 
@@ -117,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run_curve(splits, lambda pairs: fit(spec, pairs, bench, log=lambda _: None),
                      lambda model, pairs: score(model, pairs, bench), log=log)
     result = {"bench": "verification_data_curve", "learner": spec.name, "folds": FOLDS,
-              "rows": rows, "summary": summary(rows), "machine": common.machine()}
+              "rows": rows, "machine": common.machine()}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print("\n".join(section(args.json.parent)))
