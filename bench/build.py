@@ -171,11 +171,13 @@ def build_persona(p_index: int, prefs: list[str], out: Path, vspec: tuple, tau: 
 def entry_rows(epic: EpicMemory) -> list[list]:
     """Every stored entry as [item text, preference text, instruction, confidence], sorted:
     what two builds must agree on."""
+    o = epic.memory.store.sealer.open
     rows = epic.memory.store.conn.execute(
         "SELECT i.text, p.text, e.instruction, e.confidence FROM entries e "
         "JOIN items i ON i.id = e.item_id JOIN preferences p ON p.id = e.preference_id"
     ).fetchall()
-    return sorted([list(r) for r in rows])
+    return sorted([[o(item), o(pref), o(instruction), confidence]
+                   for item, pref, instruction, confidence in rows])
 
 
 def render(result: dict[str, Any]) -> str:

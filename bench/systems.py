@@ -124,7 +124,7 @@ class EpicMemory:
         ).fetchall()
         links: dict[str, set] = {}
         for text, pid in rows:
-            links.setdefault(text, set()).add(int(pid))
+            links.setdefault(self.memory.store.sealer.open(text), set()).add(int(pid))
         return {t: frozenset(s) for t, s in links.items()}
 
     @property

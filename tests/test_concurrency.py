@@ -48,7 +48,8 @@ def test_readers_in_other_processes_see_commits_without_errors(tmp_path):
         assert ok > 0
     with open_fake_memory(str(path)) as memory:
         assert memory.check().ok
-        texts = [r[0] for r in memory.store.query("SELECT text FROM items")]
+        texts = [memory.store.sealer.open(r[0])
+                 for r in memory.store.query("SELECT text FROM items")]
         assert len(texts) == len(set(texts))  # two writers, same items: no duplicates
         assert len(memory.retrieve("vegan tofu plant cooking", k=50)) > most // 2
 

@@ -47,9 +47,11 @@ def _jobs(memory: Memory) -> list:
 
 
 def _entries(memory: Memory) -> list:
-    return sorted(memory.store.conn.execute(
+    o = memory.store.sealer.open
+    return sorted((o(item), o(pref), o(instruction), confidence)
+                  for item, pref, instruction, confidence in memory.store.conn.execute(
         "SELECT i.text, p.text, e.instruction, e.confidence FROM entries e JOIN items i ON "
-        "i.id = e.item_id JOIN preferences p ON p.id = e.preference_id").fetchall())
+        "i.id = e.item_id JOIN preferences p ON p.id = e.preference_id"))
 
 
 def test_replayed_verdicts_build_the_same_memory(tmp_path):
