@@ -1,8 +1,8 @@
 """How the shipped learner grows with labelled data: trained on shares of train, scored on tests.
 
 The shipped learner (epic_edge/data/verification/learned_default.json) is trained on 1/8, 2/8,
-4/8 and 8/8 of the train preferences (folds of preference clusters, as the learners study
-splits them), and every test split is scored: ROC AUC, and F1 at the threshold best for that
+4/8 and 8/8 of the train preferences (folds by preference: all pairs of a preference in one
+fold), and every test split is scored: ROC AUC, and F1 at the threshold best for that
 split (an upper bound on F1 at a threshold fitted on train). A line through AUC and F1
 against log2(pairs) says how many pairs of the same kind a target would take, if the trend held.
 """
