@@ -43,16 +43,11 @@ def no_preference_questions() -> list[str]:
 def implicit_questions(root: Path | None = None) -> dict[int, list[str]]:
     """Per persona, the everyday requests written for its preferences that never name them (a
     check of the gate on implicit questions), where the judged set has them."""
-    from epic_edge.bench.relevance import data_dir
+    from epic_edge.bench.relevance import data_dir, read_jsonl
 
-    path = (root or data_dir()) / IMPLICIT
-    if not path.exists():
-        return {}
     by_persona: dict[int, list[str]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            by_persona.setdefault(int(row["persona"]), []).append(row["question"])
+    for row in read_jsonl((root or data_dir()) / IMPLICIT):
+        by_persona.setdefault(int(row["persona"]), []).append(row["question"])
     return by_persona
 
 
