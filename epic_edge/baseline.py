@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from epic_edge import text_codec
+from epic_edge.crypto import Sealer
 from epic_edge.protocols import Embedder
 from epic_edge.types import Item
 from epic_edge.vectors import check_format, encode
@@ -41,18 +41,15 @@ class StoreEverything:
         """Store items; pass `vectors` when they were already embedded."""
         if vectors is None:
             vectors = self.embedder.embed([it.text for it in items])
+        stored = Sealer().seal if self.packed_text else str  # a Memory's form of text, or as is
         with self.conn:
             self.conn.executemany(
                 "INSERT INTO items(text, source, embedding) VALUES (?, ?, ?)",
-                [(self._stored(it.text), it.source, encode(v, self.vector_format))
+                [(stored(it.text), it.source, encode(v, self.vector_format))
                  for it, v in zip(items, vectors)],
             )
         self._texts.extend(it.text for it in items)
         self._vectors = np.concatenate([self._vectors, np.asarray(vectors, np.float32)])
-
-    def _stored(self, text: str) -> str | bytes:
-        packed = text_codec.pack(text) if self.packed_text else None
-        return text if packed is None else packed
 
     def search(self, query_vector: np.ndarray, k: int = 5) -> list[tuple[float, str]]:
         sims = self._vectors @ np.asarray(query_vector, np.float32).reshape(-1)
