@@ -86,11 +86,11 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     try:
         for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
             t0 = time.perf_counter()
-            own = {"own": [question for data in persona_sets
-                           for question, _ in common.persona_questions(data[p_index])[1]]}
+            question_sets = {"own": [question for data in persona_sets
+                                     for question, _ in common.persona_questions(data[p_index])[1]]}
             if p_index in implicit:
-                own["implicit"] = implicit[p_index]
-            row = run_persona(wiki[p_index], own, p_index, qs, root, prof, cached,
+                question_sets["implicit"] = implicit[p_index]
+            row = run_persona(wiki[p_index], question_sets, p_index, qs, root, prof, cached,
                               verifier_obj, items, vectors, everything, tau, k, variants,
                               retrieved, passages, evidence, followed)
             row["seconds"] = time.perf_counter() - t0

@@ -58,11 +58,12 @@ def _timed(fn, *args):  # type: ignore[no-untyped-def]
     return out, (time.perf_counter() - t0) * 1000
 
 
-def run_persona(persona: dict, own: dict[str, list[str]], p_index: int, questions: list, root: Path,
-             prof: Any, embedder: Any, verifier: Any, items: list, vectors: np.ndarray,
-             everything: RawItems, tau: float, k: int, variants: bool,
-             retrieved: dict, passages: dict, evidence: dict,
-             followed: Followed) -> dict[str, Any]:
+def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int,
+                questions: list, root: Path, prof: Any, embedder: Any, verifier: Any,
+                items: list, vectors: np.ndarray,
+                everything: RawItems, tau: float, k: int, variants: bool,
+                retrieved: dict, passages: dict, evidence: dict,
+                followed: Followed) -> dict[str, Any]:
     pref_texts, _ = common.persona_questions(persona)
     epic = EpicMemory(root / f"persona-{p_index}.epic", prof, embedder, Borrowed(verifier), tau,
                       pref_texts)
@@ -121,7 +122,7 @@ def run_persona(persona: dict, own: dict[str, list[str]], p_index: int, question
             retrieved[q.qid][name] = [relevance.passage_id(t) for t in texts]
             for t in texts:
                 passages[relevance.passage_id(t)] = relevance.passage_record(t, source.get(t))
-    policy_rows = _policy_evidence(own, embedder, pref_vectors,
+    policy_rows = _policy_evidence(question_sets, embedder, pref_vectors,
                                    epic.memory.store.entry_vectors(embedder.dim)[1])
     sizes = {"store-everything": everything.bytes(), "coarse": coarse.bytes(),
              "epic": epic.bytes()}
@@ -148,15 +149,15 @@ def run_persona(persona: dict, own: dict[str, list[str]], p_index: int, question
     return result
 
 
-def _policy_evidence(own: dict[str, list[str]], embedder: Any, pref_vectors: np.ndarray,
+def _policy_evidence(question_sets: dict[str, list[str]], embedder: Any, pref_vectors: np.ndarray,
                      entry_vectors: np.ndarray) -> dict[str, list]:
-    """Memory-use evidence for the persona's `own` question sets ("own": all its questions,
+    """Memory-use evidence for the persona's `question_sets` ("own": all its questions,
     PrefWiki's personas: theirs and PrefEval's; "implicit": everyday requests written for its
     preferences, where the judged set has them), the held-out no-preference set and the
     runtime's background questions (from which a memory's item cut is set), against this
     persona's memory's entries."""
     rows = {}
-    for name, texts in (*own.items(), ("none", policy.no_preference_questions()),
+    for name, texts in (*question_sets.items(), ("none", policy.no_preference_questions()),
                         ("background", background_questions())):
         rows[name] = policy.evidence(embedder.embed(texts), pref_vectors,
                                      entry_vectors).round(4).tolist()
