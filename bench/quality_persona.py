@@ -124,6 +124,7 @@ def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int
                 passages[relevance.passage_id(t)] = relevance.passage_record(t, source.get(t))
     policy_rows = _policy_evidence(question_sets, embedder, pref_vectors,
                                    epic.memory.store.entry_vectors(embedder.dim)[1])
+    rows, unique = entry_rows(epic.memory), list(dict.fromkeys(pref_texts))
     sizes = {"store-everything": everything.bytes(), "coarse": coarse.bytes(),
              "epic": epic.bytes()}
     result: dict[str, Any] = {"persona": p_index, "questions": len(questions),
@@ -132,8 +133,11 @@ def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int
                               "indexing_s": epic.index_seconds,
                               "routing_accuracy": float(np.mean(routed)),
                               "item_cut": epic.memory.item_gate_now(),
-                              "memory_pids": [relevance.passage_id(row[3])
-                                              for row in entry_rows(epic.memory)],
+                              "memory_pids": [relevance.passage_id(row[3]) for row in rows],
+                              # (its preference's place among the persona's distinct ones,
+                              # confidence) per entry: what a replay of the ranking needs
+                              "memory_confidence": [[unique.index(row[6]), round(row[2], 4)]
+                                                    for row in rows],
                               "policy_evidence": policy_rows, "systems": {}}
     result["passage_fates"] = passage_fates(
         followed.pids(questions, retrieved), set(result["memory_pids"]), followed.index_of,

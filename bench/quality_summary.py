@@ -13,7 +13,8 @@ VARIANT_LABELS = {
     "epic:instruction+steer": "EPIC indexed by instructions (the paper's design), steered",
     "epic:item+steer": "EPIC, item vectors, argmax steering (unhedged)",
     "epic:sum+steer": "EPIC, item + instruction vectors, steered",
-    "epic:item+hedge": "EPIC without lexical evidence (vector score alone)",
+    "epic:item+hedge": "EPIC without lexical or confidence evidence (vector score alone)",
+    "epic:item+lexical": "EPIC without confidence evidence (vector + lexical score)",
     "epic:item+prior": "EPIC + 2 x the question's similarity to each entry's preference",
 }
 
@@ -183,6 +184,6 @@ def _policy_lines(pol: dict[str, Any]) -> list[str]:
                  f"{r.get('own:prefeval', float('nan')):.1%}), "
                  + (f"{r['implicit']:.1%} of everyday implicit requests, " if "implicit" in r
                     else "") + f"{r['none']:.1%} of held-out no-preference questions"
-                 for split, r in by_split.items() if r]
+                 for split, r in by_split.items() if r and not np.isnan(r['own'])]  # asked
         lines.append(f"  - no memory with the {name} setting: " + "; ".join(cells))
     return lines

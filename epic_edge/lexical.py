@@ -1,4 +1,4 @@
-"""Lexical evidence: BM25 of a question over a memory's entries, fused with the vector score."""
+"""Lexical evidence: BM25 of a question over a memory's entries (epic_edge.ranking fuses it)."""
 
 from __future__ import annotations
 
@@ -77,16 +77,3 @@ class LexicalEvidence:
                 self._ids, self._version = ids, entries.version
             return self._ids, self._bm25.normalised(question)
 
-
-def fuse(scores: np.ndarray, ids: np.ndarray, lexical_ids: np.ndarray, lexical: np.ndarray,
-         weight: float, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The top k of score + weight x lexical score, as (vector scores, ids) in that order:
-    a hit keeps its vector score (what floors and gates are calibrated on)."""
-    valid = ids >= 0
-    scores, ids = scores[valid], ids[valid]
-    boost = np.zeros(len(ids))
-    if len(lexical_ids):
-        at = np.clip(np.searchsorted(lexical_ids, ids), 0, len(lexical_ids) - 1)
-        boost = np.where(lexical_ids[at] == ids, lexical[at], 0.0)
-    order = np.argsort(-(scores + weight * boost), kind="stable")[:k]
-    return scores[order], ids[order]

@@ -25,6 +25,7 @@ from epic_edge.maintenance import (
 from epic_edge.opening import open_memory
 from epic_edge.profiles import Profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
+from epic_edge.ranking import ConfidenceEvidence
 from epic_edge.retrieval import Retrieval, lookup
 from epic_edge.stages import PAPER_STEER_WEIGHT, Steering
 from epic_edge.store import MemoryStore
@@ -54,6 +55,7 @@ class Memory(inspection.Inspecting):
         hedge: float | None = None,
         steer_weight: float = PAPER_STEER_WEIGHT,
         lexical: float | None = None,
+        confidence: float | None = None,
         consolidate_threshold: float | None = 0.95,
     ) -> None:
         self.store = store
@@ -72,6 +74,10 @@ class Memory(inspection.Inspecting):
         # divided by the best one (epic_edge.lexical); None or 0: by vector score alone
         self.lexical = lexical
         self.lexical_evidence = LexicalEvidence()
+        # and + confidence x each entry's P(Keep) x the steering weight of the preference it
+        # is filed under (epic_edge.ranking); None or 0: off
+        self.confidence = confidence
+        self.confidence_evidence = ConfidenceEvidence()
         self.min_score = min_score  # hits scoring below this are dropped
         self.consolidate_threshold = consolidate_threshold  # merge a new instruction this close
         self._verifier = verifier

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from epic_edge.lexical import fuse
+from epic_edge.ranking import boosts, fuse
 from epic_edge.types import Hit, Preference
 
 if TYPE_CHECKING:
@@ -66,11 +66,10 @@ def lookup(
                              f"{similarity:.3f} < gate {gate:.3f}){found}", timings)
         reason = (f"its best entry scores {evidence:.3f} >= item_gate {item_gate:.3f} (closest "
                   f"preference at {similarity:.3f})")
-    if memory.lexical:  # every entry's vector score, fused with the question's BM25
+    lifts = boosts(memory, question, q, steer)
+    if lifts:  # every entry's vector score, fused with the evidence (epic_edge.ranking)
         scores, ids = memory.entry_index.search(query, len(memory.entry_index))
-        found_ids, lexical = memory.lexical_evidence.scores(memory.store, memory.entry_index,
-                                                            question)
-        top = fuse(scores[0], ids[0], found_ids, lexical, memory.lexical, k)
+        top = fuse(scores[0], ids[0], lifts, k)
         scores, ids = top[0][None], top[1][None]
     else:
         scores, ids = memory.entry_index.search(query, k)

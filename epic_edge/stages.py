@@ -136,10 +136,24 @@ class Steering:
             best = values.index(similarity)
         w = self.weight
         if self.hedge is not None:
-            weights = np.exp((sims - similarity) * (1.0 / self.hedge))
-            steered = q + weights.dot(self.vectors) * (w / float(weights.sum()))
+            weights = self._softmax(sims, similarity)
+            steered = q + weights.dot(self.vectors) * w
             steered *= 1.0 / math.sqrt(float(steered.dot(steered)))
             return steered, self.preferences[best], similarity
         steered = q + self.vectors[best] * w
         steered *= 1.0 / math.sqrt(max(1.0 + w * w + 2.0 * w * similarity, 1e-12))
         return steered, self.preferences[best], similarity
+
+    def weights(self, query_vector: np.ndarray) -> np.ndarray:
+        """How much the question leans to each preference, summing to 1: the softmax the
+        steering mixes (one-hot on p* without a hedge); empty without preferences."""
+        if not self.preferences:
+            return np.zeros(0)
+        sims = self.vectors.dot(np.asarray(query_vector, np.float32).reshape(-1))
+        if self.hedge is not None:
+            return self._softmax(sims, float(sims.max()))
+        return (np.arange(len(sims)) == int(sims.argmax())).astype(np.float64)
+
+    def _softmax(self, sims: np.ndarray, best: float) -> np.ndarray:
+        weights = np.exp((sims - best) * (1.0 / float(self.hedge)))
+        return weights / float(weights.sum())

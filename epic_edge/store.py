@@ -165,6 +165,12 @@ class MemoryStore(StoreWrites, SQLiteFile):
         rows = self.query("SELECT e.id, i.text FROM entries e JOIN items i ON i.id = e.item_id")
         return {int(r[0]): self.sealer.open(r[1]) for r in rows}
 
+    def entry_confidences(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(entry ids, sorted; the preference id each is filed under; its confidence)."""
+        rows = self.query("SELECT id, preference_id, confidence FROM entries ORDER BY id")
+        return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int64),
+                np.array([r[2] for r in rows], np.float64))
+
     def entries_by_id(self, ids: Iterable[int]) -> dict[int, tuple]:
         """entry id -> (id, instruction, confidence, item text, source, pref id, pref text)."""
         ids = [int(i) for i in ids]

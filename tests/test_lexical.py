@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from epic_edge.lexical import BM25, fuse
+from epic_edge.lexical import BM25
 
 KYOTO = ["A vegan bistro in Kyoto", "A steakhouse in Kyoto", "A steakhouse in Osaka",
          "Income tax is collected monthly"]
@@ -20,16 +19,6 @@ def test_bm25_ranks_the_passage_sharing_the_rarer_term_first():
     # stopwords and one-letter words match nothing: all zeros, no division by zero
     assert not lexical.normalised("Where should we go? a").any()
     assert BM25([]).normalised("vegan").shape == (0,)
-
-
-def test_fuse_reorders_by_the_lexical_score_and_keeps_vector_scores():
-    scores, ids = np.array([0.50, 0.48, 0.40, 0.0]), np.array([7, 3, 9, -1])
-    lexical_ids, lexical = np.array([3, 7, 9]), np.array([1.0, 0.0, 0.5])
-    top_scores, top_ids = fuse(scores, ids, lexical_ids, lexical, 0.1, 2)
-    assert top_ids.tolist() == [3, 7] and top_scores.tolist() == [0.48, 0.50]
-    assert fuse(scores, ids, lexical_ids, lexical, 0.0, 9)[1].tolist() == [7, 3, 9]  # no -1
-    # an entry the lexical index does not know gets no lift
-    assert fuse(scores, ids, np.array([5]), np.array([1.0]), 1.0, 3)[1].tolist() == [7, 3, 9]
 
 
 @pytest.fixture

@@ -1,0 +1,98 @@
+"""The ranking's evidence: fusing boosts into vector scores, and each entry's confidence
+lifted by how much the question leans to the preference it is filed under."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from epic_edge.memory import Memory
+from epic_edge.ranking import fuse
+from epic_edge.stages import Steering, normalize_rows
+from epic_edge.types import Preference, Verdict
+from tests.fakes import BagOfWordsEmbedder, KeywordVerifier
+
+
+def test_fuse_adds_every_boost_and_keeps_vector_scores():
+    scores, ids = np.array([0.50, 0.48, 0.40, 0.0]), np.array([7, 3, 9, -1])
+    lexical = (np.array([3, 7, 9]), np.array([0.1, 0.0, 0.05]))
+    top_scores, top_ids = fuse(scores, ids, [lexical], 2)
+    assert top_ids.tolist() == [3, 7] and top_scores.tolist() == [0.48, 0.50]
+    assert fuse(scores, ids, [], 9)[1].tolist() == [7, 3, 9]  # no -1
+    # an entry a boost does not list gets nothing from it; boosts add up
+    assert fuse(scores, ids, [(np.array([5]), np.array([1.0]))], 3)[1].tolist() == [7, 3, 9]
+    second = (np.array([9]), np.array([0.06]))
+    assert fuse(scores, ids, [lexical, second], 3)[1].tolist() == [3, 9, 7]  # 9: 0.51 > 0.50
+
+
+def test_steering_weights_are_the_mix_it_steers_toward():
+    vectors = normalize_rows(np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, 0.0, 1.0]]))
+    prefs = [Preference(i, f"p{i}") for i in range(3)]
+    q = normalize_rows(np.array([0.9, 0.3, 0.1]))
+    hedged = Steering(prefs, vectors, hedge=0.05)
+    weights = hedged.weights(q)
+    assert weights.sum() == pytest.approx(1.0) and weights.argmax() == 1 and weights[2] < 1e-6
+    mixed = normalize_rows(q + weights @ vectors)
+    assert np.allclose(hedged.steer(q)[0], mixed, atol=1e-6)
+    assert Steering(prefs, vectors).weights(q).tolist() == [0.0, 1.0, 0.0]  # argmax: one-hot
+    assert Steering([], np.empty((0, 3))).weights(q).shape == (0,)
+
+
+class ConfidentVerifier(KeywordVerifier):
+    """The keyword verifier, with a chosen confidence per item."""
+
+    def __init__(self, confidence: dict[str, float]) -> None:
+        super().__init__()
+        self.confidence = confidence
+
+    def verify(self, item, candidates):
+        verdict = super().verify(item, candidates)
+        return Verdict(verdict.keep, verdict.preference_ids, verdict.instructions,
+                       verdict.reason, self.confidence.get(item, verdict.confidence),
+                       verdict.llm_calls)
+
+
+VEGAN, STEAK = "vegan plant food", "steakhouse dinners"
+SURE = "A vegan bistro serves plant dishes"
+UNSURE = "A vegan plant cookbook, the best plant cookbook"
+OTHER = "A steakhouse serves dinners"
+
+
+@pytest.fixture
+def confident_memory(tmp_path):
+    embedder = BagOfWordsEmbedder()
+    verifier = ConfidentVerifier({SURE: 0.95, UNSURE: 0.55, OTHER: 0.99})
+    with Memory.open(tmp_path / "c.epic", embedder=embedder, verifier=verifier, tau=0.2) as memory:
+        memory.add_preferences([VEGAN, STEAK])
+        memory.ingest([SURE, UNSURE, OTHER])
+        yield memory
+
+
+def test_confidence_lifts_the_surer_entry_of_the_question_s_preference(confident_memory):
+    question = "Which vegan plant cookbook is best?"
+    by_vector = [h.item_text for h in confident_memory.retrieve(question, k=3, gate=-1.0)]
+    assert by_vector[0] == UNSURE
+    confident_memory.confidence = 1.0
+    lifted = [h.item_text for h in confident_memory.retrieve(question, k=3, gate=-1.0)]
+    # the surer vegan entry now leads; the surest entry of all is filed under the other
+    # preference, which the question does not lean to, so it is not lifted
+    assert lifted[:2] == [SURE, UNSURE] and lifted[2] == OTHER
+    hits = confident_memory.retrieve(question, k=3, gate=-1.0)
+    assert [h.confidence for h in hits[:2]] == pytest.approx([0.95, 0.55])
+    # unsteered lookups rank by the question alone: no preference, no lift
+    assert [h.item_text for h in confident_memory.retrieve(
+        question, k=3, steer=False, gate=-1.0)][0] == UNSURE
+
+
+def test_confidence_evidence_follows_the_memory_as_it_changes(confident_memory):
+    evidence = confident_memory.confidence_evidence
+    prefs = {p.text: p.id for p in confident_memory.preferences()}
+    ids, lifted = evidence.scores(confident_memory.store, confident_memory.entry_index,
+                                  np.array([prefs[VEGAN]]), np.array([1.0]))
+    assert ids.tolist() == confident_memory.entry_index.ids.tolist()
+    assert sorted(lifted.tolist()) == pytest.approx([0.0, 0.55, 0.95])
+    confident_memory.remove_preference(VEGAN)
+    ids, lifted = evidence.scores(confident_memory.store, confident_memory.entry_index,
+                                  np.array([prefs[STEAK]]), np.array([0.5]))
+    assert ids.tolist() == confident_memory.entry_index.ids.tolist()
+    assert lifted.tolist() == pytest.approx([0.495])
