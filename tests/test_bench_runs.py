@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from epic_edge.background import background_questions
-from epic_edge.bench import latency, pooling, quality, relevance, report, stream, variants
+from epic_edge.bench import common, latency, pooling, quality, relevance, report, stream, variants
 from epic_edge.bench.policy import no_preference_questions
 from epic_edge.bench.systems import SYSTEMS
 from epic_edge.bench.variants import VARIANTS
@@ -273,3 +273,12 @@ def test_report_markdown_renders_from_results(tmp_path, quality_result):
     text = report.markdown({"latency": lat, "quality": quality_result, "stream": st}, tmp_path)
     assert "### EPIC under each device profile (judged test split)" in text
     assert f"| {quality_result['profile']} " in text and "| other-device " in text
+
+
+def test_a_run_records_each_entry_s_preference_and_confidence_for_replays(quality_result):
+    for row in quality_result["per_persona"]:
+        filed = row["memory_confidence"]
+        assert len(filed) == len(row["memory_pids"]) > 0
+        persona = relevance.persona_sets()[0][row["persona"]]
+        distinct = len(dict.fromkeys(common.persona_questions(persona)[0]))
+        assert all(0 <= place < distinct and 0.0 <= sure <= 1.0 for place, sure in filed)
