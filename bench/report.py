@@ -142,8 +142,7 @@ def _dev_settings(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]
             "nDCG@5", "unjudged", "MB (median)"]
     return ["### EPIC on the dev split under each setting tried", "",
             "The shipped settings are the ones these runs chose on the dev split (by nDCG@5; "
-            "the confidence weight by P@5 both, the target still unmet, ties by nDCG@5: "
-            "confidence-0.2 and the shipped 0.4 find 39 both-passages, confidence-0.8 37). "
+            "the confidence weight by P@5 both, the target still unmet, ties by nDCG@5). "
             f"Each run's JSON is in {out.as_posix()}/, rescored here with today's judgments; "
             "MB is the median over the personas the run built (52, or 26 for a dev-only run). "
             "Each other row is the default of the day it ran with one setting changed (its name "
