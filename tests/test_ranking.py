@@ -10,7 +10,7 @@ from epic_edge.memory import Memory
 from epic_edge.ranking import fuse
 from epic_edge.stages import Steering, normalize_rows
 from epic_edge.types import Preference, Verdict
-from tests.fakes import BagOfWordsEmbedder, KeywordVerifier
+from fakes import BagOfWordsEmbedder, KeywordVerifier
 
 
 def test_fuse_adds_every_boost_and_keeps_vector_scores():
