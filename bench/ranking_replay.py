@@ -126,13 +126,14 @@ def replay(run: dict[str, Any], encoder: Any, name: str, weights: Sequence[float
         confident = persona in filed and setting.get("confidence")
         if confident:  # (preference row, confidence) of each entry, as the run recorded them
             rows, sure = np.array([filed[persona][p] for p in pids]).T
+            rows = rows.astype(np.int64)
         for q in (q for q in asked if q.persona == persona):
             qv = embedder.embed([q.question])[0]
             shipped = entries @ steering.steer(qv)[0]
             if setting.get("lexical"):
                 shipped = shipped + float(setting["lexical"]) * lexical.normalised(q.question)
             if confident:
-                leaning = steering.weights(qv)[rows.astype(np.int64)]
+                leaning = steering.weights(qv)[rows]
                 shipped = shipped + float(setting["confidence"]) * leaning * sure
             extra = ranked_by @ second_q[q.qid]
             retrieved[q.qid] = {
