@@ -25,7 +25,9 @@ from epic_edge.retrieval import uses_memory
 THRESHOLDS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
 QUANTILES = tuple(np.round(np.arange(0.80, 0.995, 0.01), 2))  # item-gate quantiles tried
 NO_PREFERENCE = "no_preference.jsonl"  # in bench/judged/: questions that bear on no preference
-IMPLICIT = "implicit_questions.jsonl"  # in a judged set's folder: everyday requests per persona
+# in a judged set's folder: everyday requests per persona that its preferences bear on without
+# naming them ("implicit") and that none of them bears on ("unrelated"): checks of the gate
+REQUESTS = {"implicit": "implicit_questions.jsonl", "unrelated": "unrelated_requests.jsonl"}
 
 
 def no_preference_questions() -> list[str]:
@@ -40,13 +42,13 @@ def no_preference_questions() -> list[str]:
             if q not in background]
 
 
-def implicit_questions(root: Path | None = None) -> dict[int, list[str]]:
-    """Per persona, the everyday requests written for its preferences that never name them (a
-    check of the gate on implicit questions), where the judged set has them."""
+def persona_requests(kind: str, root: Path | None = None) -> dict[int, list[str]]:
+    """Per persona, the everyday requests of one REQUESTS kind, where the judged set has them:
+    checks of the gate that take no part in its choice."""
     from epic_edge.bench.relevance import data_dir, read_jsonl
 
     by_persona: dict[int, list[str]] = {}
-    for row in read_jsonl((root or data_dir()) / IMPLICIT):
+    for row in read_jsonl((root or data_dir()) / REQUESTS[kind]):
         by_persona.setdefault(int(row["persona"]), []).append(row["question"])
     return by_persona
 
@@ -130,8 +132,8 @@ def gate_rates(embedder: Embedder, thresholds=THRESHOLDS) -> dict[str, Any]:
 def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
               split_of=lambda p: "dev" if p % 2 == 0 else "test") -> dict[str, Any]:
     """The memory-use gate chosen on dev personas' evidence, and no-memory rates per split
-    (personas' own questions; everyday implicit requests, a check that takes no part in the
-    choice; held-out questions that bear on no preference) for it and for the profile's
+    (personas' own questions; held-out questions that bear on no preference; everyday implicit
+    and unrelated requests, checks that take no part in the choice) for it and for the profile's
     current setting."""
     personas = [p for p in per_persona if p.get("policy_evidence")]
     if not any(split_of(p["persona"]) == "dev" for p in personas):
@@ -153,7 +155,8 @@ def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
                  for p in personas if split_of(p["persona"]) == split]
         return np.concatenate(parts) if parts else np.empty((0, 3))
 
-    extra = ("implicit",) if all("implicit" in p["policy_evidence"] for p in personas) else ()
+    extra = tuple(kind for kind in REQUESTS
+                  if all(kind in p["policy_evidence"] for p in personas))
     chosen = choose_gate({q: rows("dev", "own", q) for q in QUANTILES},
                          {q: rows("dev", "none", q) for q in QUANTILES})
     settings = {"chosen on dev": (chosen.get("gate"), chosen.get("item_gate_quantile"), None),

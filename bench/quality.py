@@ -82,14 +82,14 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
     per_persona, retrieved, passages, evidence = [], {}, {}, {}
     labels = relevance.primary_labels(relevance.load_judgments(judged_root))
     followed = Followed(labels, items)
-    implicit = policy.implicit_questions(judged_root)
+    requests = {kind: policy.persona_requests(kind, judged_root) for kind in policy.REQUESTS}
     try:
         for n, (p_index, qs) in enumerate(sorted(by_persona.items()), 1):
             t0 = time.perf_counter()
             question_sets = {"own": [question for data in persona_sets
                                      for question, _ in common.persona_questions(data[p_index])[1]]}
-            if p_index in implicit:
-                question_sets["implicit"] = implicit[p_index]
+            question_sets.update({kind: by_persona_requests[p_index] for kind, by_persona_requests
+                                  in requests.items() if p_index in by_persona_requests})
             row = run_persona(wiki[p_index], question_sets, p_index, qs, root, prof, cached,
                               verifier_obj, items, vectors, everything, tau, k, variants,
                               retrieved, passages, evidence, followed)

@@ -156,8 +156,9 @@ def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int
 def _policy_evidence(question_sets: dict[str, list[str]], embedder: Any, pref_vectors: np.ndarray,
                      entry_vectors: np.ndarray) -> dict[str, list]:
     """Memory-use evidence for the persona's `question_sets` ("own": all its questions,
-    PrefWiki's personas: theirs and PrefEval's; "implicit": everyday requests written for its
-    preferences, where the judged set has them), the held-out no-preference set and the
+    PrefWiki's personas: theirs and PrefEval's; "implicit" / "unrelated": everyday requests
+    its preferences bear on without naming them / none of them bears on, where the judged set
+    has them), the held-out no-preference set and the
     runtime's background questions (from which a memory's item cut is set), against this
     persona's memory's entries."""
     rows = {}

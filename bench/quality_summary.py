@@ -169,8 +169,9 @@ def _fate_lines(result: dict[str, Any], split: str) -> list[str]:
 
 
 def _policy_lines(pol: dict[str, Any]) -> list[str]:
-    """The memory-use gate: no-memory rates for the personas' own questions and the
-    held-out no-preference set, on dev and test, chosen on dev and as the profile sets it."""
+    """The memory-use gate: no-memory rates for the personas' own questions, the held-out
+    no-preference set and the everyday request checks, on dev and test, chosen on dev and as
+    the profile sets it."""
     if not pol:
         return []
     chosen = pol["chosen_on_dev"]
@@ -184,6 +185,8 @@ def _policy_lines(pol: dict[str, Any]) -> list[str]:
                  f"{r.get('own:prefeval', float('nan')):.1%}), "
                  + (f"{r['implicit']:.1%} of everyday implicit requests, " if "implicit" in r
                     else "") + f"{r['none']:.1%} of held-out no-preference questions"
+                 + (f", {r['unrelated']:.1%} of everyday requests no preference bears on"
+                    if "unrelated" in r else "")
                  for split, r in by_split.items() if r and not np.isnan(r['own'])]  # asked
         lines.append(f"  - no memory with the {name} setting: " + "; ".join(cells))
     return lines

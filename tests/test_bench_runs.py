@@ -10,7 +10,8 @@ import pytest
 
 from epic_edge.background import background_questions
 from epic_edge.bench import common, latency, pooling, quality, relevance, report, stream, variants
-from epic_edge.bench.policy import no_preference_questions
+from epic_edge.bench.policy import REQUESTS, no_preference_questions
+from epic_edge.bench.quality_summary import _policy_lines
 from epic_edge.bench.systems import SYSTEMS
 from epic_edge.bench.variants import VARIANTS
 from epic_edge.errors import InvalidInputError
@@ -32,7 +33,8 @@ def quality_result(tmp_path_factory):
     mp.setenv("EPIC_EDGE_DATA", str(tmp_path_factory.mktemp("data")))
     root = tmp_path_factory.mktemp("judged")
     relevance.write_questions(relevance.select_questions(personas=[0, 1]), root)
-    shutil.copy(relevance.data_dir() / "implicit_questions.jsonl", root)
+    for name in REQUESTS.values():
+        shutil.copy(relevance.data_dir() / name, root)
     first = quality.run("all", corpus="sample", personas="0,1", tau=0.1, verifier="template",
                         embedder=BagOfWordsEmbedder(), progress=False, log=_quiet,
                         judged_root=root)
@@ -76,8 +78,11 @@ def test_quality_json_has_every_system_and_judged_metric(quality_result):
     assert sum(fates["dev"].values()) > 0 and fates["dev"]["memory"] > 0
     evidence = r["per_persona"][0]["policy_evidence"]
     assert len(evidence["own"]) == 60 and len(evidence["none"]) >= 200
-    assert len(evidence["implicit"]) == 2  # the set's everyday requests for persona 0
-    assert set(r["policy"]["rates"]["profile"]["test"]) >= {"own", "implicit", "none"}
+    assert len(evidence["implicit"]) == len(evidence["unrelated"]) == 2  # persona 0's requests
+    assert set(r["policy"]["rates"]["profile"]["test"]) >= {"own", "implicit", "none",
+                                                            "unrelated"}
+    assert "of everyday requests no preference bears on" in "\n".join(
+        _policy_lines(r["policy"]))
     assert len(evidence["background"]) == len(background_questions())
     assert not set(background_questions()) & set(no_preference_questions())
 
@@ -143,7 +148,7 @@ def test_a_judged_set_written_here_brings_its_own_personas(tmp_path, monkeypatch
     assert result["judged_set"] == str(root)
     # memory-use evidence for the written persona's own two questions, not PrefWiki's 60
     assert len(result["per_persona"][0]["policy_evidence"]["own"]) == 2
-    assert "implicit" not in result["per_persona"][0]["policy_evidence"]  # none written here
+    assert not {"implicit", "unrelated"} & set(result["per_persona"][0]["policy_evidence"])
     assert result["policy"] == {}  # the gate is calibrated on PrefWiki's dev personas only
     from epic_edge.cli import main
 
