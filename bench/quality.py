@@ -88,8 +88,8 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
             t0 = time.perf_counter()
             question_sets = {"own": [question for data in persona_sets
                                      for question, _ in common.persona_questions(data[p_index])[1]]}
-            question_sets.update({kind: by_persona_requests[p_index] for kind, by_persona_requests
-                                  in requests.items() if p_index in by_persona_requests})
+            question_sets.update({kind: found[p_index] for kind, found in requests.items()
+                                  if p_index in found})
             row = run_persona(wiki[p_index], question_sets, p_index, qs, root, prof, cached,
                               verifier_obj, items, vectors, everything, tau, k, variants,
                               retrieved, passages, evidence, followed)

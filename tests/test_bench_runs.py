@@ -11,7 +11,7 @@ import pytest
 from epic_edge.background import background_questions
 from epic_edge.bench import common, latency, pooling, quality, relevance, report, stream, variants
 from epic_edge.bench.policy import REQUESTS, no_preference_questions
-from epic_edge.bench.quality_summary import _policy_lines
+from epic_edge.bench.quality_summary import render
 from epic_edge.bench.systems import SYSTEMS
 from epic_edge.bench.variants import VARIANTS
 from epic_edge.errors import InvalidInputError
@@ -81,8 +81,7 @@ def test_quality_json_has_every_system_and_judged_metric(quality_result):
     assert len(evidence["implicit"]) == len(evidence["unrelated"]) == 2  # persona 0's requests
     assert set(r["policy"]["rates"]["profile"]["test"]) >= {"own", "implicit", "none",
                                                             "unrelated"}
-    assert "of everyday requests no preference bears on" in "\n".join(
-        _policy_lines(r["policy"]))
+    assert "of everyday requests no preference bears on" in render(quality_result)
     assert len(evidence["background"]) == len(background_questions())
     assert not set(background_questions()) & set(no_preference_questions())
 
