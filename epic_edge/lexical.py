@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from epic_edge.ranking import CachedEvidence
+
 if TYPE_CHECKING:
     from epic_edge.entry_index import EntryIndex
     from epic_edge.store import MemoryStore
@@ -57,23 +59,22 @@ class BM25:
         return s / top if top > 0 else s
 
 
-class LexicalEvidence:
-    """BM25 over the item texts of a memory's entries, rebuilt after the entries change
-    (the entry index's version), so a query pays only the lookup of its own terms."""
+class LexicalEvidence(CachedEvidence):
+    """BM25 over the item texts of a memory's entries, rebuilt after the entries change, so a
+    query pays only the lookup of its own terms."""
 
     def __init__(self) -> None:
-        self._version = -1
-        self._ids = np.empty(0, np.int64)
+        super().__init__()
         self._bm25 = BM25([])
+
+    def _load(self, store: MemoryStore, entries: EntryIndex) -> None:
+        self._ids = entries.ids
+        texts = store.entry_texts()
+        self._bm25 = BM25([texts.get(int(i), "") for i in self._ids])
 
     def scores(self, store: MemoryStore, entries: EntryIndex,
                question: str) -> tuple[np.ndarray, np.ndarray]:
         """(entry ids, sorted; their BM25 scores for `question` divided by the best one)."""
         with entries.lock:
-            if entries.version != self._version:
-                ids = entries.ids
-                texts = store.entry_texts()
-                self._bm25 = BM25([texts.get(int(i), "") for i in ids])
-                self._ids, self._version = ids, entries.version
+            self._refresh(store, entries)
             return self._ids, self._bm25.normalised(question)
-

@@ -25,7 +25,7 @@ from epic_edge.maintenance import (
 from epic_edge.opening import open_memory
 from epic_edge.profiles import Profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
-from epic_edge.ranking import ConfidenceEvidence
+from epic_edge.ranking import BrevityEvidence, ConfidenceEvidence
 from epic_edge.retrieval import Retrieval, lookup
 from epic_edge.stages import PAPER_STEER_WEIGHT, Steering
 from epic_edge.store import MemoryStore
@@ -56,6 +56,7 @@ class Memory(inspection.Inspecting):
         steer_weight: float = PAPER_STEER_WEIGHT,
         lexical: float | None = None,
         confidence: float | None = None,
+        brevity: float | None = None,
         consolidate_threshold: float | None = 0.95,
     ) -> None:
         self.store = store
@@ -78,6 +79,9 @@ class Memory(inspection.Inspecting):
         # is filed under (epic_edge.ranking); None or 0: off
         self.confidence = confidence
         self.confidence_evidence = ConfidenceEvidence()
+        # and - brevity x how far each entry's item falls short of 30 words (epic_edge.ranking)
+        self.brevity = brevity
+        self.brevity_evidence = BrevityEvidence()
         self.min_score = min_score  # hits scoring below this are dropped
         self.consolidate_threshold = consolidate_threshold  # merge a new instruction this close
         self._verifier = verifier

@@ -21,12 +21,14 @@ if TYPE_CHECKING:
 
 def retrieval_settings(retrieval: Mapping[str, Any]) -> dict[str, Any]:
     """Memory's keyword arguments from a profile's [retrieval]: the memory-use gate, the score
-    floor and how hits are ranked (steering, lexical and confidence evidence); unset: off."""
+    floor and how hits are ranked (steering, lexical, confidence and brevity evidence); unset:
+    off."""
     return {"gate": retrieval.get("gate"), "item_gate": retrieval.get("item_gate"),
             "item_gate_quantile": retrieval.get("item_gate_quantile"),
             "min_score": retrieval.get("min_score"), "hedge": retrieval.get("hedge"),
             "steer_weight": retrieval.get("steer_weight", PAPER_STEER_WEIGHT),
-            "lexical": retrieval.get("lexical"), "confidence": retrieval.get("confidence")}
+            "lexical": retrieval.get("lexical"), "confidence": retrieval.get("confidence"),
+            "brevity": retrieval.get("brevity")}
 
 
 def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profile, *,

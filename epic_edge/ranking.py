@@ -1,8 +1,9 @@
-"""How a lookup orders a memory's entries: vector score, plus lexical and confidence evidence."""
+"""How a lookup orders a memory's entries: vector score, plus lexical, confidence and brevity
+evidence."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,28 +14,62 @@ if TYPE_CHECKING:
     from epic_edge.store import MemoryStore
 
 Evidence = tuple[np.ndarray, np.ndarray]  # (entry ids, sorted; one weighted score per entry)
+# an entry whose item has fewer words than this is short: it loses brevity x (1 - words / this)
+BREVITY_WORDS = 30
 
 
-class ConfidenceEvidence:
-    """Each entry's confidence (the verifier's P(Keep) when it was filed) and the preference it
-    is filed under, re-read after the entries change (the entry index's version)."""
+def shortfall(words: np.ndarray) -> np.ndarray:
+    """How far each item falls short of BREVITY_WORDS words: 1 - words / BREVITY_WORDS,
+    clipped to [0, 1] (0 from BREVITY_WORDS words on)."""
+    return np.clip(1.0 - np.asarray(words, np.float64) / BREVITY_WORDS, 0.0, 1.0)
+
+
+def weighted(setting: Mapping[str, float | None], bm25: np.ndarray | float = 0.0,
+             lifted: np.ndarray | float = 0.0, short: np.ndarray | float = 0.0
+             ) -> np.ndarray | float:
+    """What the evidence adds to a vector score under a [retrieval] setting: lexical x bm25
+    (divided by the best) + confidence x lifted (confidence x leaning) - brevity x short
+    (shortfall); an unset weight adds nothing. The one formula the lookup and every offline
+    replay of it (epic_edge.bench) share."""
+    return (float(setting.get("lexical") or 0.0) * bm25
+            + float(setting.get("confidence") or 0.0) * lifted
+            - float(setting.get("brevity") or 0.0) * short)
+
+
+class CachedEvidence:
+    """Per-entry arrays read from the store once per change of the entries (the entry index's
+    version), so a query pays only for its own part."""
 
     def __init__(self) -> None:
         self._version = -1
         self._ids = np.empty(0, np.int64)
-        self._preferences = np.empty(0, np.int64)
-        self._confidences = np.empty(0, np.float64)
+
+    def _refresh(self, store: MemoryStore, entries: EntryIndex) -> None:
+        """Call under entries.lock: re-read when the entries changed since the last read."""
+        if entries.version != self._version:
+            self._load(store, entries)
+            self._version = entries.version
+
+    def _load(self, store: MemoryStore, entries: EntryIndex) -> None:
+        raise NotImplementedError
+
+
+class ConfidenceEvidence(CachedEvidence):
+    """Each entry's confidence (the verifier's P(Keep) when it was filed) and the preference it
+    is filed under."""
+
+    def _load(self, store: MemoryStore, entries: EntryIndex) -> None:
+        ids, self._preferences, self._confidences = store.entry_confidences()
+        keep = np.isin(ids, entries.ids)  # what the index holds
+        self._ids, self._preferences = ids[keep], self._preferences[keep]
+        self._confidences = self._confidences[keep]
 
     def scores(self, store: MemoryStore, entries: EntryIndex, preference_ids: np.ndarray,
                leaning: np.ndarray) -> Evidence:
         """(entry ids, sorted; confidence x how much the question leans to the entry's
         preference: `leaning[i]` for `preference_ids[i]`, 0 for a preference not listed)."""
         with entries.lock:
-            if entries.version != self._version:
-                ids, self._preferences, self._confidences = store.entry_confidences()
-                keep = np.isin(ids, entries.ids)  # what the index holds
-                self._ids, self._preferences = ids[keep], self._preferences[keep]
-                self._confidences, self._version = self._confidences[keep], entries.version
+            self._refresh(store, entries)
             order = np.argsort(preference_ids)
             known, leaning = np.asarray(preference_ids)[order], np.asarray(leaning)[order]
             at = np.clip(np.searchsorted(known, self._preferences), 0, max(len(known) - 1, 0))
@@ -43,20 +78,43 @@ class ConfidenceEvidence:
             return self._ids, weight * self._confidences
 
 
+class BrevityEvidence(CachedEvidence):
+    """Each entry's shortfall: items of a few words rarely answer or bear on a question (the
+    judged set: none under 10 words answers), yet their vectors can sit close to many."""
+
+    def _load(self, store: MemoryStore, entries: EntryIndex) -> None:
+        texts = store.entry_texts()
+        self._ids = entries.ids
+        self._short = shortfall(np.array([len(texts.get(int(i), "").split())
+                                          for i in self._ids]))
+
+    def scores(self, store: MemoryStore, entries: EntryIndex) -> Evidence:
+        """(entry ids, sorted; each one's shortfall)."""
+        with entries.lock:
+            self._refresh(store, entries)
+            return self._ids, self._short
+
+
 def boosts(memory: Memory, question: str, q: np.ndarray, steer: bool) -> list[Evidence]:
-    """The weighted evidence the memory's ranking adds to each entry's vector score: lexical x
-    the question's BM25 (divided by the best one); confidence x the entry's confidence x the
-    steering weight of its preference for `q` (steered lookups only)."""
+    """The weighted evidence the memory's ranking adds to each entry's vector score (see
+    `weighted`): lexical x the question's BM25 (divided by the best one); confidence x the
+    entry's confidence x the steering weight of its preference for `q` (steered lookups only);
+    minus brevity x the entry's shortfall."""
     found = []
+    setting = {"lexical": memory.lexical, "confidence": memory.confidence,
+               "brevity": memory.brevity}
     if memory.lexical:
         ids, bm25 = memory.lexical_evidence.scores(memory.store, memory.entry_index, question)
-        found.append((ids, memory.lexical * bm25))
+        found.append((ids, weighted(setting, bm25=bm25)))
     if steer and memory.confidence and len(memory.steering):
         steering = memory.steering
         ids, lifted = memory.confidence_evidence.scores(
             memory.store, memory.entry_index, np.array([p.id for p in steering.preferences]),
             steering.weights(q))
-        found.append((ids, memory.confidence * lifted))
+        found.append((ids, weighted(setting, lifted=lifted)))
+    if memory.brevity:
+        ids, short = memory.brevity_evidence.scores(memory.store, memory.entry_index)
+        found.append((ids, weighted(setting, short=short)))
     return found
 
 

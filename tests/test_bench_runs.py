@@ -121,11 +121,16 @@ def test_prior_variant_at_weight_zero_is_the_shipped_ranking(tmp_path, monkeypat
     result = quality.run("all", corpus="sample", personas="0", tau=0.1, verifier="template",
                          embedder=BagOfWordsEmbedder(), progress=False, log=_quiet,
                          judged_root=tmp_path)
-    lists = result["retrieved"].values()
-    # the same top 5 (the variant scores float vectors, the memory its int8 copies: near-ties
-    # may swap places)
-    assert all(set(ranked["epic"]) == set(ranked["epic:item+prior"]) for ranked in lists)
-    assert any(ranked["epic"] != ranked["epic:item+hedge"] for ranked in lists)  # lexical on
+    lists = list(result["retrieved"].values())
+
+    def differ(variant: str) -> list[int]:  # passages of each list the variant does not share
+        return [5 - len(set(ranked["epic"]) & set(ranked[variant])) for ranked in lists]
+
+    # the same top 5 (the variant scores float vectors, the memory its int8 copies: a near-tie
+    # may swap the fifth place, in one list at most)
+    assert sum(differ("epic:item+prior")) <= 1
+    assert sum(differ("epic:item+confidence")) > 1  # brevity on
+    assert sum(differ("epic:item+hedge")) > 1  # lexical on
 
 
 def test_a_judged_set_written_here_brings_its_own_personas(tmp_path, monkeypatch, capsys):

@@ -1,5 +1,5 @@
-"""The ranking's evidence: fusing boosts into vector scores, and each entry's confidence
-lifted by how much the question leans to the preference it is filed under."""
+"""The ranking's evidence: fusing boosts into vector scores, each entry's confidence lifted by
+how much the question leans to the preference it is filed under, and short items lowered."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from epic_edge.memory import Memory
-from epic_edge.ranking import fuse
+from epic_edge.opening import retrieval_settings
+from epic_edge.profiles import list_profiles, load_profile
+from epic_edge.ranking import BREVITY_WORDS, fuse, shortfall, weighted
 from epic_edge.stages import Steering, normalize_rows
 from epic_edge.types import Preference, Verdict
 from fakes import BagOfWordsEmbedder, KeywordVerifier
@@ -95,3 +97,44 @@ def test_confidence_evidence_follows_the_memory_as_it_changes(confident_memory):
                                   np.array([prefs[STEAK]]), np.array([0.5]))
     assert ids.tolist() == confident_memory.entry_index.ids.tolist()
     assert lifted.tolist() == pytest.approx([0.495])
+
+
+def test_shortfall_and_the_shared_formula():
+    assert shortfall(np.array([0, 15, BREVITY_WORDS, 90])).tolist() == [1.0, 0.5, 0.0, 0.0]
+    setting = {"lexical": 0.1, "confidence": None, "brevity": 0.3}  # None: off
+    assert weighted(setting, bm25=1.0, lifted=5.0, short=0.5) == pytest.approx(0.1 - 0.15)
+    assert weighted({}, bm25=1.0, lifted=1.0, short=1.0) == 0.0
+
+
+SHORT = "vegan plant food"  # the preference's own words: the closest vector of all
+LONG = ("A vegan bistro in the old town serves plant food from local farms: lentil stews, "
+        "roasted squash, tofu curries and oat milk desserts, with a tasting menu that changes "
+        "every season and a quiet garden for dinner on warm summer evenings.")
+
+
+def test_brevity_lowers_a_short_item_and_follows_the_memory(tmp_path):
+    embedder = BagOfWordsEmbedder()
+    with Memory.open(tmp_path / "b.epic", embedder=embedder, verifier=KeywordVerifier(),
+                     tau=0.2) as memory:
+        memory.add_preferences([VEGAN])
+        memory.ingest([SHORT, LONG])
+        question = "vegan plant food for dinner?"
+        assert [h.item_text for h in memory.retrieve(question, k=2, gate=-1.0)] == [SHORT, LONG]
+        memory.brevity = 1.0
+        hits = memory.retrieve(question, k=2, gate=-1.0)
+        assert [h.item_text for h in hits] == [LONG, SHORT]
+        assert hits[1].score > hits[0].score  # a hit keeps its vector score
+        ids, short = memory.brevity_evidence.scores(memory.store, memory.entry_index)
+        assert ids.tolist() == memory.entry_index.ids.tolist()
+        assert sorted(short.tolist()) == pytest.approx([0.0, 1 - 3 / BREVITY_WORDS])
+        memory.ingest(["vegan plant food stalls"])  # the evidence re-reads the new entry
+        assert len(memory.brevity_evidence.scores(memory.store, memory.entry_index)[0]) == 3
+
+
+def test_every_shipped_profile_ranks_as_the_reference_does():
+    ranking = ("hedge", "steer_weight", "lexical", "confidence", "brevity")
+    reference = retrieval_settings(load_profile("linux-cpu").retrieval)
+    assert reference["brevity"]  # the chosen default is on
+    for name in list_profiles():
+        settings = retrieval_settings(load_profile(name).retrieval)
+        assert {key: settings[key] for key in ranking} == {key: reference[key] for key in ranking}
