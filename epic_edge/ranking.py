@@ -79,8 +79,8 @@ class ConfidenceEvidence(CachedEvidence):
 
 
 class BrevityEvidence(CachedEvidence):
-    """Each entry's shortfall: items of a few words rarely answer or bear on a question (the
-    judged set: none under 10 words answers), yet their vectors can sit close to many."""
+    """Each entry's shortfall: items of a few words rarely answer or bear on a question, yet
+    their vectors can sit close to many (README: Brevity evidence)."""
 
     def _load(self, store: MemoryStore, entries: EntryIndex) -> None:
         texts = store.entry_texts()
