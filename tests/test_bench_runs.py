@@ -116,7 +116,7 @@ def test_pool_from_a_saved_run_writes_the_same_batches(tmp_path, quality_result)
 
 def test_prior_variant_at_weight_zero_is_the_shipped_ranking(tmp_path, monkeypatch):
     monkeypatch.setenv("EPIC_EDGE_DATA", str(tmp_path / "data"))
-    monkeypatch.setattr(variants, "PRIOR_WEIGHT", 0.0)  # vector score + lexical evidence
+    monkeypatch.setattr(variants, "PRIOR_WEIGHT", 0.0)  # the shipped ranking, replayed
     relevance.write_questions(relevance.select_questions(personas=[0]), tmp_path)
     result = quality.run("all", corpus="sample", personas="0", tau=0.1, verifier="template",
                          embedder=BagOfWordsEmbedder(), progress=False, log=_quiet,
