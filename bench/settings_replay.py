@@ -1,0 +1,97 @@
+"""Settings replay: a saved run's memories re-ranked under other [retrieval] weights.
+
+How the ranking settings were chosen on the judged dev split, re-runnable: each recorded
+memory (`memory_pids` of a `bench quality --json` run) is ranked as the profile ranks it, then
+with one [retrieval] key set to each value given, the others as the profile has them; every
+list is scored against the judged set, with a paired interval against the profile's own.
+
+    python -m epic_edge.bench.settings_replay bench/results/quality.json \\
+        --set brevity=0,0.1,0.2,0.3 [--set lexical=0.05,0.2] [--judged DIR] [--json OUT]
+    epic-edge bench pool --from OUT --out judging/roundN       # its unjudged hits, if any
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from epic_edge.bench import common
+from epic_edge.bench.recorded import RecordedRun, render, score
+from epic_edge.bench.variants import distinct_top
+
+# the [retrieval] keys a replay can vary: the evidence weights, and the steering's own
+KEYS = ("lexical", "confidence", "brevity", "hedge", "steer_weight")
+STEERING = ("hedge", "steer_weight")
+
+
+def parse(pairs: list[str]) -> list[tuple[str, float]]:
+    """`KEY=V1,V2` arguments as (key, value) settings to try, in order."""
+    out = []
+    for pair in pairs:
+        key, _, values = pair.partition("=")
+        if key not in KEYS or not values:
+            raise SystemExit(f"--set {pair!r}: expected KEY=V1,V2,... with KEY one of "
+                             f"{', '.join(KEYS)}")
+        try:
+            out += [(key, float(v)) for v in values.split(",")]
+        except ValueError:
+            raise SystemExit(f"--set {pair!r}: values must be numbers") from None
+        if key == "hedge" and any(v <= 0 for k, v in out if k == "hedge"):
+            raise SystemExit("--set hedge: a temperature must be above 0")
+    return out
+
+
+def replay(run: dict[str, Any], tries: list[tuple[str, float]], root: Path | None = None,
+           models: Path | None = None) -> dict[str, Any]:
+    """Every question's top k as the profile ranks it (`profile`), then under each try."""
+    recorded = RecordedRun(run, root, models)
+    names = ["profile", *(f"{key}={value:g}" for key, value in tries)]
+    settings = [dict(recorded.setting), *({**recorded.setting, key: value}
+                                         for key, value in tries)]
+    retrieved: dict[str, dict[str, list[str]]] = {}
+    for name, setting in zip(names, settings):
+        steer = {key: setting.get(key) for key in STEERING}
+        for memory in recorded.memories(**steer):
+            for q in recorded.questions(memory):
+                q_vector = recorded.embedder.embed([q.question])[0]
+                scores = memory.scores(q_vector, q.question, setting)
+                retrieved.setdefault(q.qid, {})[name] = [
+                    memory.pids[i] for i in distinct_top(memory.pids, scores, recorded.k)]
+    same = sum(lists["profile"] == run["retrieved"][qid]["epic"]
+               for qid, lists in retrieved.items())
+    return {"bench": "settings_replay", "profile": run["profile"], "corpus": run["corpus"],
+            "judged_set": str(root) if root else None, "k": recorded.k, "tries": names,
+            "replay_equals_run": same / max(len(retrieved), 1), "retrieved": retrieved,
+            "splits": score(retrieved, names, root)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m epic_edge.bench.settings_replay",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="a saved `bench quality --json` run")
+    p.add_argument("--set", dest="sets", action="append", required=True, metavar="KEY=V1,V2",
+                   help=f"a [retrieval] key ({', '.join(KEYS)}) and the values to try "
+                        "(repeat for more keys)")
+    p.add_argument("--judged", type=Path, help="the judged set the run scored (default PrefWiki)")
+    p.add_argument("--models", type=Path, help="model folder (default ~/.cache/epic-edge/models)")
+    p.add_argument("--json", type=Path, help="write the replay here (pool its unjudged hits "
+                   "with `epic-edge bench pool --from`)")
+    args = p.parse_args(argv)
+    tries = parse(args.sets)
+    try:
+        run = json.loads(args.run.read_text(encoding="utf-8"))
+        result = replay(run, tries, args.judged, args.models)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{args.run} is not a saved `bench quality --json` run ({exc})") from None
+    print(f"the profile's ranking, replayed, equals the run's lists for "
+          f"{result['replay_equals_run']:.0%} of questions")
+    print("\n".join(render(result["splits"])))
+    if args.json:
+        common.write_json(result, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
