@@ -68,9 +68,10 @@ class RecordedRun:
         self.asked = [q for q in relevance.load_questions("all", root)
                       if q.qid in run["retrieved"]]
 
-    def memories(self, hedge: float | None = None,
-                 steer_weight: float | None = None) -> Iterator[RecordedMemory]:
-        """Each recorded memory, steered with the profile's hedge and weight unless given."""
+    def memories(self, setting: Mapping[str, Any] | None = None) -> Iterator[RecordedMemory]:
+        """Each recorded memory, steered as `setting` (default: the profile's) says: its hedge
+        and steer_weight."""
+        setting = self.setting if setting is None else setting
         fmt = str((self.profile.index or {}).get("vectors", "float32"))
         dim = self.embedder.dim
         for record in self.run["per_persona"]:
@@ -81,9 +82,8 @@ class RecordedRun:
                 self._personas[record["persona"]])[0]))
             steering = Steering(
                 [Preference(i, t) for i, t in enumerate(prefs)], self.embedder.embed(prefs),
-                hedge=self.setting.get("hedge") if hedge is None else hedge,
-                weight=(self.setting.get("steer_weight", PAPER_STEER_WEIGHT)
-                        if steer_weight is None else steer_weight))
+                hedge=setting.get("hedge"),
+                weight=setting.get("steer_weight", PAPER_STEER_WEIGHT))
             texts = [self._items[self._row_of[p]].text for p in pids]
             rows = sure = None
             if "memory_confidence" in record:  # (preference row, confidence) as recorded

@@ -50,15 +50,20 @@ def replay(run: dict[str, Any], tries: list[tuple[str, float]], root: Path | Non
     names = ["profile", *(f"{key}={value:g}" for key, value in tries)]
     settings = [dict(recorded.setting), *({**recorded.setting, key: value}
                                          for key, value in tries)]
-    retrieved: dict[str, dict[str, list[str]]] = {}
+    # the memories are rebuilt once per steering the tries ask for, each question embedded once
+    by_steering: dict[tuple, list[tuple[str, dict[str, Any]]]] = {}
     for name, setting in zip(names, settings):
-        steer = {key: setting.get(key) for key in STEERING}
-        for memory in recorded.memories(**steer):
+        by_steering.setdefault(tuple(setting.get(key) for key in STEERING), []).append(
+            (name, setting))
+    q_vectors = {q.qid: recorded.embedder.embed([q.question])[0] for q in recorded.asked}
+    retrieved: dict[str, dict[str, list[str]]] = {}
+    for tries_alike in by_steering.values():
+        for memory in recorded.memories(tries_alike[0][1]):
             for q in recorded.questions(memory):
-                q_vector = recorded.embedder.embed([q.question])[0]
-                scores = memory.scores(q_vector, q.question, setting)
-                retrieved.setdefault(q.qid, {})[name] = [
-                    memory.pids[i] for i in distinct_top(memory.pids, scores, recorded.k)]
+                for name, setting in tries_alike:
+                    scores = memory.scores(q_vectors[q.qid], q.question, setting)
+                    retrieved.setdefault(q.qid, {})[name] = [
+                        memory.pids[i] for i in distinct_top(memory.pids, scores, recorded.k)]
     same = sum(lists["profile"] == run["retrieved"][qid]["epic"]
                for qid, lists in retrieved.items())
     return {"bench": "settings_replay", "profile": run["profile"], "corpus": run["corpus"],
