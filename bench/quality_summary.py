@@ -16,6 +16,7 @@ VARIANT_LABELS = {
     "epic:item+hedge": "EPIC without lexical, confidence or brevity evidence (vector score alone)",
     "epic:item+lexical": "EPIC with lexical evidence only (vector + lexical score)",
     "epic:item+confidence": "EPIC without brevity evidence (vector + lexical + confidence score)",
+    "epic:text-steer": "EPIC steering by text (question + preference embedded together)",
     "epic:item+prior": "EPIC + 2 x the question's similarity to each entry's preference",
 }
 

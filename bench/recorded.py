@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,13 @@ class RecordedMemory:
     short: np.ndarray
     rows: np.ndarray | None
     sure: np.ndarray | None
+    embed: Callable[[list[str]], np.ndarray]  # for steering by text
 
     def scores(self, q: np.ndarray, question: str, setting: Mapping[str, Any]) -> np.ndarray:
         """Every entry's score as a lookup under `setting` ranks it (its steering as built)."""
         lifted = (self.steering.weights(q)[self.rows] * self.sure if self.rows is not None
                   else 0.0)
-        return self.entries @ self.steering.steer(q)[0] + weighted(
+        return self.entries @ self.steering.search_vector(q, question, self.embed) + weighted(
             setting, bm25=self.lexical.normalised(question), lifted=lifted, short=self.short)
 
 
@@ -67,10 +68,18 @@ class RecordedRun:
         self._personas = relevance.persona_sets(root)[0]
         self.asked = [q for q in relevance.load_questions("all", root)
                       if q.qid in run["retrieved"]]
+        self._embedded: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """The embedder's rows, each text embedded once per replay (tries repeat them)."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._embedded))
+        if missing:
+            self._embedded.update(zip(missing, self.embedder.embed(missing)))
+        return np.stack([self._embedded[t] for t in texts])
 
     def memories(self, setting: Mapping[str, Any] | None = None) -> Iterator[RecordedMemory]:
-        """Each recorded memory, steered as `setting` (default: the profile's) says: its hedge
-        and steer_weight."""
+        """Each recorded memory, steered as `setting` (default: the profile's) says: its hedge,
+        steer_weight and steer_by."""
         setting = self.setting if setting is None else setting
         fmt = str((self.profile.index or {}).get("vectors", "float32"))
         dim = self.embedder.dim
@@ -83,7 +92,8 @@ class RecordedRun:
             steering = Steering(
                 [Preference(i, t) for i, t in enumerate(prefs)], self.embedder.embed(prefs),
                 hedge=setting.get("hedge"),
-                weight=setting.get("steer_weight", PAPER_STEER_WEIGHT))
+                weight=setting.get("steer_weight", PAPER_STEER_WEIGHT),
+                by=setting.get("steer_by", "vector"))
             texts = [self._items[self._row_of[p]].text for p in pids]
             rows = sure = None
             if "memory_confidence" in record:  # (preference row, confidence) as recorded
@@ -95,7 +105,8 @@ class RecordedRun:
                 np.stack([vector_codec.decode(vector_codec.encode(self._vecs[self._row_of[p]],
                                                                   fmt), dim, fmt)
                           for p in pids]),
-                BM25(texts), shortfall(np.array([len(t.split()) for t in texts])), rows, sure)
+                BM25(texts), shortfall(np.array([len(t.split()) for t in texts])), rows, sure,
+                self.embed)
 
     def questions(self, memory: RecordedMemory) -> list[relevance.Question]:
         return [q for q in self.asked if q.persona == memory.persona]

@@ -23,7 +23,7 @@ from epic_edge.bench.variants import distinct_top
 
 # the [retrieval] keys a replay can vary: the evidence weights, and the steering's own
 KEYS = ("lexical", "confidence", "brevity", "hedge", "steer_weight")
-STEERING = ("hedge", "steer_weight")
+STEERING = ("hedge", "steer_weight", "steer_by")
 
 
 def parse(pairs: list[str]) -> list[tuple[str, float]]:

@@ -14,6 +14,9 @@ as configured, is the `epic` system beside them):
   brevity evidence (retrieval.lexical, .confidence and .brevity, epic_edge/ranking.py)
 - `item+lexical`: the vector score + the memory's lexical weight x BM25
 - `item+confidence`: ... + its confidence evidence: the shipped ranking without brevity
+- `text-steer`: the shipped ranking, steered by text (retrieval.steer_by = "text",
+  Steering.search_vector: the question embedded with the preferences it leans to) instead of
+  by the preferences' vectors
 - `item+prior`: the shipped ranking (vector score + lexical, confidence and brevity evidence)
   plus PRIOR_WEIGHT x E(q)·E(p) of the preference each entry is filed under: a question lifts
   the entries of the preferences it is close to, not only through the steered vector
@@ -28,13 +31,14 @@ import numpy as np
 
 from epic_edge.lexical import BM25
 from epic_edge.ranking import shortfall, weighted
-from epic_edge.stages import normalize_rows
+from epic_edge.stages import Steering, normalize_rows
 
 VARIANTS = ("instruction+steer", "item+steer", "sum+steer", "item+hedge", "item+lexical",
-            "item+confidence", "item+prior")
+            "item+confidence", "text-steer", "item+prior")
 # the memory's evidence weights each steered item variant ranks with (epic_edge.ranking)
 EVIDENCE = {"item+hedge": (), "item+lexical": ("lexical",),
             "item+confidence": ("lexical", "confidence"),
+            "text-steer": ("lexical", "confidence", "brevity"),
             "item+prior": ("lexical", "confidence", "brevity")}
 PRIOR_WEIGHT = 2.0  # the pairwise fit of the dev judgments put it at 1.9-3.1 x the vector score
 
@@ -53,6 +57,9 @@ class KeptEntries:
         rows = entry_rows(memory)
         self.texts = [row[3] for row in rows]
         self.steering = memory.steering  # the memory's own (hedged, weighted) steering
+        self.by_text = Steering(self.steering.preferences, self.steering.vectors,
+                                self.steering.hedge, self.steering.weight, by="text")
+        self.embed = embedder.embed
         empty = np.empty((0, memory.embedder.dim), np.float32)
         self.item_vectors = embedder.embed(self.texts) if self.texts else empty
         self.instruction_vectors = (embedder.embed([row[1] for row in rows])
@@ -76,7 +83,9 @@ class KeptEntries:
         if not self.texts:
             return []
         if variant in EVIDENCE:
-            steered = np.asarray(self.steering.steer(q)[0], np.float32).reshape(-1)
+            steering = self.by_text if variant == "text-steer" else self.steering
+            steered = np.asarray(steering.search_vector(q, question, self.embed),
+                                 np.float32).reshape(-1)
             setting = {name: self.setting[name] for name in EVIDENCE[variant]}
             leaning = self.steering.weights(q)[self.preference_rows]
             scores = self.item_vectors @ steered + weighted(

@@ -54,6 +54,7 @@ class Memory(inspection.Inspecting):
         min_score: float | None = None,
         hedge: float | None = None,
         steer_weight: float = PAPER_STEER_WEIGHT,
+        steer_by: str = "vector",
         lexical: float | None = None,
         confidence: float | None = None,
         brevity: float | None = None,
@@ -71,6 +72,7 @@ class Memory(inspection.Inspecting):
                            else None)
         self.hedge = hedge  # steering temperature (see Steering); None: argmax preference
         self.steer_weight = steer_weight  # the preference's pull on a question (see Steering)
+        self.steer_by = steer_by  # "vector" (the paper's) or "text" (Steering.search_vector)
         # hits rank by vector score + lexical x the question's BM25 over the entries' items
         # divided by the best one (epic_edge.lexical); None or 0: by vector score alone
         self.lexical = lexical
@@ -169,7 +171,7 @@ class Memory(inspection.Inspecting):
     # -- preferences --------------------------------------------------------------------
     def reload_preferences(self) -> None:
         prefs, vectors = self.store.preferences(self.embedder.dim)
-        self.steering = Steering(prefs, vectors, self.hedge, self.steer_weight)
+        self.steering = Steering(prefs, vectors, self.hedge, self.steer_weight, self.steer_by)
 
     def preferences(self) -> list[Preference]:
         return list(self.steering.preferences)

@@ -27,6 +27,7 @@ def retrieval_settings(retrieval: Mapping[str, Any]) -> dict[str, Any]:
             "item_gate_quantile": retrieval.get("item_gate_quantile"),
             "min_score": retrieval.get("min_score"), "hedge": retrieval.get("hedge"),
             "steer_weight": retrieval.get("steer_weight", PAPER_STEER_WEIGHT),
+            "steer_by": retrieval.get("steer_by", "vector"),
             "lexical": retrieval.get("lexical"), "confidence": retrieval.get("confidence"),
             "brevity": retrieval.get("brevity")}
 

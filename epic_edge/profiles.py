@@ -11,6 +11,7 @@ from typing import Any
 from epic_edge.config_schema import COSINE, POSITIVE, TEXT, Option, check_section
 from epic_edge.errors import ProfileError
 from epic_edge.registry import KINDS, check_config
+from epic_edge.stages import STEER_BY
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,6 +28,7 @@ RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_sc
                      "item_gate_quantile": Option(float, min=0.0, max=1.0, exclusive=True),
                      "hedge": Option(float, min=0.0, exclusive=True),
                      "steer_weight": Option(float, min=0.0),
+                     "steer_by": Option(str, STEER_BY),
                      "lexical": Option(float, min=0.0),
                      "confidence": Option(float, min=0.0),
                      "brevity": Option(float, min=0.0)}

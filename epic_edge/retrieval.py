@@ -66,6 +66,9 @@ def lookup(
                              f"{similarity:.3f} < gate {gate:.3f}){found}", timings)
         reason = (f"its best entry scores {evidence:.3f} >= item_gate {item_gate:.3f} (closest "
                   f"preference at {similarity:.3f})")
+    if steer and memory.steering.by == "text":  # after the gate: it costs an embedding
+        query = memory.steering.search_vector(q, question, memory.embedder.embed)
+        lap("steer by text")
     lifts = boosts(memory, question, q, steer)
     if lifts:  # every entry's vector score, fused with the evidence (epic_edge.ranking)
         scores, ids = memory.entry_index.search(query, len(memory.entry_index))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +78,11 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
 
 _PYTHON_ARGMAX_UP_TO = 64
 PAPER_STEER_WEIGHT = 1.0  # q~ = norm(E(q) + E(p*)): the preference pulls as hard as the question
+STEER_BY = ("vector", "text")  # how a preference steers a question (Steering.by)
+# steering by text embeds the question with each preference it leans to by at least this
+# weight (Steering.weights), at most TEXT_PREFERENCES of them: each costs one more embedding
+TEXT_MIN_WEIGHT = 0.1
+TEXT_PREFERENCES = 2
 
 
 class Steering:
@@ -89,8 +94,13 @@ class Steering:
 
     def __init__(self, preferences: Sequence[Preference], vectors: np.ndarray,
                  hedge: float | None = None,
-                 weight: float = PAPER_STEER_WEIGHT) -> None:
+                 weight: float = PAPER_STEER_WEIGHT, by: str = "vector") -> None:
         self.preferences = list(preferences)
+        # by = "text": a lookup searches with the question embedded together with the
+        # preferences it leans to (search_vector), not with their vectors added (steer)
+        if by not in STEER_BY:
+            raise ValueError(f"steering by {by!r}: expected one of {', '.join(STEER_BY)}")
+        self.by = by
         # hedge = T: steer toward sum_p softmax(E(q)·E(p) / T) E(p) instead of E(p*) alone, so
         # a question between two preferences is not bet on one (None: the paper's argmax)
         self.hedge = hedge
@@ -143,6 +153,22 @@ class Steering:
         steered = q + self.vectors[best] * w
         steered *= 1.0 / math.sqrt(max(1.0 + w * w + 2.0 * w * similarity, 1e-12))
         return steered, self.preferences[best], similarity
+
+    def search_vector(self, query_vector: np.ndarray, question: str,
+                      embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+        """The vector a steered lookup searches with. By vector: q~ (steer). By text:
+        normalise(sum_p w_p E(question + " " + p)) over the preferences the question leans to
+        with weight w_p >= TEXT_MIN_WEIGHT (at most TEXT_PREFERENCES, the closest always;
+        weights renormalised), so the encoder reads the question in the light of the
+        preference instead of averaging two separate meanings."""
+        if self.by == "vector" or not self.preferences:
+            return self.steer(query_vector)[0]
+        weights = self.weights(query_vector)
+        top = np.argsort(-weights, kind="stable")[:TEXT_PREFERENCES]
+        top = top[(weights[top] >= TEXT_MIN_WEIGHT) | (top == top[0])]
+        mixed = (weights[top] / weights[top].sum()) @ np.asarray(
+            embed([f"{question} {self.preferences[i].text}" for i in top]), np.float64)
+        return (mixed / max(float(np.linalg.norm(mixed)), 1e-12)).astype(np.float32)
 
     def weights(self, query_vector: np.ndarray) -> np.ndarray:
         """How much the question leans to each preference, summing to 1: the softmax the

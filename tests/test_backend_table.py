@@ -63,6 +63,7 @@ def test_unknown_backend_and_retrieval_key_are_refused(tmp_path):
     ("hedge", 0.0, "0.0; above 0.0"),  # a temperature of 0 would divide by zero
     ("steer_weight", -0.5, "-0.5; at least 0.0"), ("lexical", -0.1, "-0.1; at least 0.0"),
     ("confidence", -0.4, "-0.4; at least 0.0"), ("brevity", -0.3, "-0.3; at least 0.0"),
+    ("steer_by", '"sideways"', "'sideways'; one of 'vector', 'text'"),
 ])
 def test_a_setting_at_the_end_of_its_range_is_refused_on_load(tmp_path, key, value, message):
     path = tmp_path / "p.toml"

@@ -131,6 +131,7 @@ def test_prior_variant_at_weight_zero_is_the_shipped_ranking(tmp_path, monkeypat
     assert sum(differ("epic:item+prior")) <= 1
     assert sum(differ("epic:item+confidence")) > 1  # brevity on
     assert sum(differ("epic:item+hedge")) > 1  # lexical on
+    assert sum(differ("epic:text-steer")) > 1  # steering by text, an option
 
 
 def test_a_judged_set_written_here_brings_its_own_personas(tmp_path, monkeypatch, capsys):

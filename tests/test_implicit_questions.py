@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,7 @@ from epic_edge.background import BackgroundGate
 from epic_edge.cli import main
 from epic_edge.errors import InvalidInputError
 from epic_edge.memory import Memory
+from epic_edge.profiles import load_profile
 
 pytest.importorskip("faiss")
 
@@ -59,6 +61,18 @@ def test_the_default_gate_gives_the_implicit_dinner_question_its_memory(vegan, c
     assert STEAKHOUSE not in context or context.index(BISTRO) < context.index(STEAKHOUSE)
     assert main(["query", DINNER, "--memory", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["item_text"] == BISTRO
+
+
+def test_steering_by_text_keeps_the_bistro_first_and_pays_only_past_the_gate(vegan,
+                                                                           reference_models):
+    _, path = vegan
+    linux = load_profile("linux-cpu")
+    by_text = replace(linux, retrieval={**linux.retrieval, "steer_by": "text"})
+    with Memory.open(path, by_text, model_dir=reference_models) as memory:
+        found = memory.lookup(DINNER)
+        assert found.used_memory and found.hits[0].item_text == BISTRO
+        assert "steer by text" in found.timings  # one more embedding, after the gate
+        assert "steer by text" not in memory.lookup(NITROGEN).timings
 
 
 def test_the_item_cut_is_measured_in_the_memory_it_gates(vegan, tmp_path, reference_models):

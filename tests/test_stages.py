@@ -139,3 +139,35 @@ def test_steering_weight_scales_the_preference_pull(hedge):
 def test_steering_weight_must_not_be_negative():
     with pytest.raises(ValueError, match="weight"):
         Steering([Preference(1, "a")], np.eye(1, 3, dtype=np.float32), weight=-0.1)
+
+
+def test_steering_by_text_embeds_the_question_with_the_preferences_it_leans_to():
+    prefs = [Preference(1, "vegan"), Preference(2, "no spice"), Preference(3, "trains")]
+    vectors = np.eye(3, 4, dtype=np.float32)
+    q = np.array([0.6, 0.55, 0.0, 0.58], np.float32)
+    q /= np.linalg.norm(q)
+    asked: list[list[str]] = []
+    rows = {"dinner? vegan": [1.0, 0.0, 0.0, 0.0], "dinner? no spice": [0.0, 0.0, 0.0, 1.0]}
+
+    def embed(texts):
+        asked.append(list(texts))
+        return np.array([rows[t] for t in texts], np.float32)
+
+    hedged = Steering(prefs, vectors, hedge=0.05, by="text")
+    w = hedged.weights(q)
+    assert w[1] >= 0.1 and w[2] < 0.1  # two preferences lean in, the third does not
+    found = hedged.search_vector(q, "dinner?", embed)
+    assert asked == [["dinner? vegan", "dinner? no spice"]]
+    expected = w[0] * np.array(rows["dinner? vegan"]) + w[1] * np.array(rows["dinner? no spice"])
+    assert np.allclose(found, expected / np.linalg.norm(expected), atol=1e-6)
+    # argmax steering leans to one preference only: one embedding
+    asked.clear()
+    one = Steering(prefs, vectors, by="text").search_vector(q, "dinner?", embed)
+    assert asked == [["dinner? vegan"]] and np.allclose(one, rows["dinner? vegan"])
+    # by vector (the paper's): the steered vector, no embedding
+    asked.clear()
+    by_vector = Steering(prefs, vectors, hedge=0.05)
+    assert np.allclose(by_vector.search_vector(q, "dinner?", embed), by_vector.steer(q)[0])
+    assert asked == []
+    with pytest.raises(ValueError, match="sideways"):
+        Steering(prefs, vectors, by="sideways")
