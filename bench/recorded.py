@@ -12,7 +12,7 @@ import numpy as np
 from epic_edge import vectors as vector_codec
 from epic_edge.bench import common, corpora, relevance
 from epic_edge.bench.judged_metrics import aggregate, bootstrap_ci, score_list
-from epic_edge.bench.vectors import corpus_vectors
+from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.lexical import BM25
 from epic_edge.ranking import shortfall, weighted
 from epic_edge.stages import PAPER_STEER_WEIGHT, Steering
@@ -68,14 +68,7 @@ class RecordedRun:
         self._personas = relevance.persona_sets(root)[0]
         self.asked = [q for q in relevance.load_questions("all", root)
                       if q.qid in run["retrieved"]]
-        self._embedded: dict[str, np.ndarray] = {}
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """The embedder's rows, each text embedded once per replay (tries repeat them)."""
-        missing = list(dict.fromkeys(t for t in texts if t not in self._embedded))
-        if missing:
-            self._embedded.update(zip(missing, self.embedder.embed(missing)))
-        return np.stack([self._embedded[t] for t in texts])
+        self._texts_once = CachedEmbedder(self.embedder)  # tries repeat a steering's texts
 
     def memories(self, setting: Mapping[str, Any] | None = None) -> Iterator[RecordedMemory]:
         """Each recorded memory, steered as `setting` (default: the profile's) says: its hedge,
@@ -106,7 +99,7 @@ class RecordedRun:
                                                                   fmt), dim, fmt)
                           for p in pids]),
                 BM25(texts), shortfall(np.array([len(t.split()) for t in texts])), rows, sure,
-                self.embed)
+                self._texts_once.embed)
 
     def questions(self, memory: RecordedMemory) -> list[relevance.Question]:
         return [q for q in self.asked if q.persona == memory.persona]
