@@ -15,7 +15,7 @@ from epic_edge.bench.judged_metrics import aggregate, bootstrap_ci, score_list
 from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.lexical import BM25
 from epic_edge.ranking import shortfall, weighted
-from epic_edge.stages import PAPER_STEER_WEIGHT, Steering
+from epic_edge.stages import PAPER_STEER_BY, PAPER_STEER_WEIGHT, Steering
 from epic_edge.types import Preference
 
 RUN_KEYS = {"per_persona", "retrieved", "corpus", "profile", "k"}  # what a replay reads
@@ -86,7 +86,7 @@ class RecordedRun:
                 [Preference(i, t) for i, t in enumerate(prefs)], self.embedder.embed(prefs),
                 hedge=setting.get("hedge"),
                 weight=setting.get("steer_weight", PAPER_STEER_WEIGHT),
-                by=setting.get("steer_by", "vector"))
+                by=setting.get("steer_by", PAPER_STEER_BY))
             texts = [self._items[self._row_of[p]].text for p in pids]
             rows = sure = None
             if "memory_confidence" in record:  # (preference row, confidence) as recorded

@@ -27,7 +27,7 @@ from epic_edge.profiles import Profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
 from epic_edge.ranking import BrevityEvidence, ConfidenceEvidence
 from epic_edge.retrieval import Retrieval, lookup
-from epic_edge.stages import PAPER_STEER_WEIGHT, Steering
+from epic_edge.stages import PAPER_STEER_BY, PAPER_STEER_WEIGHT, Steering
 from epic_edge.store import MemoryStore
 from epic_edge.types import BatchStats, Hit, Item, Preference
 from epic_edge.vectors import LEGACY_ENTRY_VECTOR
@@ -54,7 +54,7 @@ class Memory(inspection.Inspecting):
         min_score: float | None = None,
         hedge: float | None = None,
         steer_weight: float = PAPER_STEER_WEIGHT,
-        steer_by: str = "vector",
+        steer_by: str = PAPER_STEER_BY,
         lexical: float | None = None,
         confidence: float | None = None,
         brevity: float | None = None,

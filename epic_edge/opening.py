@@ -11,7 +11,7 @@ from epic_edge.maintenance import Budget
 from epic_edge.models import model_dir as default_model_dir
 from epic_edge.profiles import Profile, load_profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
-from epic_edge.stages import PAPER_STEER_WEIGHT
+from epic_edge.stages import PAPER_STEER_BY, PAPER_STEER_WEIGHT
 from epic_edge.store import MemoryStore
 from epic_edge.vectors import LEGACY_ENTRY_VECTOR
 
@@ -27,7 +27,7 @@ def retrieval_settings(retrieval: Mapping[str, Any]) -> dict[str, Any]:
             "item_gate_quantile": retrieval.get("item_gate_quantile"),
             "min_score": retrieval.get("min_score"), "hedge": retrieval.get("hedge"),
             "steer_weight": retrieval.get("steer_weight", PAPER_STEER_WEIGHT),
-            "steer_by": retrieval.get("steer_by", "vector"),
+            "steer_by": retrieval.get("steer_by", PAPER_STEER_BY),
             "lexical": retrieval.get("lexical"), "confidence": retrieval.get("confidence"),
             "brevity": retrieval.get("brevity")}
 

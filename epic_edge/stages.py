@@ -78,7 +78,8 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
 
 _PYTHON_ARGMAX_UP_TO = 64
 PAPER_STEER_WEIGHT = 1.0  # q~ = norm(E(q) + E(p*)): the preference pulls as hard as the question
-STEER_BY = ("vector", "text")  # how a preference steers a question (Steering.by)
+PAPER_STEER_BY = "vector"  # q~ adds the preference's vector to the question's (the paper)
+STEER_BY = (PAPER_STEER_BY, "text")  # how a preference steers a question (Steering.by)
 # steering by text embeds the question with each preference it leans to by at least this
 # weight (Steering.weights), at most TEXT_PREFERENCES of them: each costs one more embedding
 TEXT_MIN_WEIGHT = 0.1
@@ -94,7 +95,7 @@ class Steering:
 
     def __init__(self, preferences: Sequence[Preference], vectors: np.ndarray,
                  hedge: float | None = None,
-                 weight: float = PAPER_STEER_WEIGHT, by: str = "vector") -> None:
+                 weight: float = PAPER_STEER_WEIGHT, by: str = PAPER_STEER_BY) -> None:
         self.preferences = list(preferences)
         # by = "text": a lookup searches with the question embedded together with the
         # preferences it leans to (search_vector), not with their vectors added (steer)
@@ -161,7 +162,7 @@ class Steering:
         with weight w_p >= TEXT_MIN_WEIGHT (at most TEXT_PREFERENCES, the closest always;
         weights renormalised), so the encoder reads the question in the light of the
         preference instead of averaging two separate meanings."""
-        if self.by == "vector" or not self.preferences:
+        if self.by == PAPER_STEER_BY or not self.preferences:
             return self.steer(query_vector)[0]
         weights = self.weights(query_vector)
         top = np.argsort(-weights, kind="stable")[:TEXT_PREFERENCES]
