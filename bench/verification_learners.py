@@ -56,6 +56,8 @@ LEARNERS = (
     LearnerSpec("siamese, all layers, 3 epochs, hard negatives", frozen=0, epochs=3, lr=5e-5,
                 hard_negatives=1),
     LearnerSpec("siamese, all layers, 1 epoch", frozen=0, epochs=1, lr=5e-5),
+    LearnerSpec("siamese, all layers, 1 epoch, in-batch negatives", frozen=0, epochs=1,
+                lr=5e-5, in_batch=1.0),
 )
 BLEND = " + coarse-cosine blend"
 

@@ -200,3 +200,24 @@ def test_the_study_names_its_learners_or_says_which_numbers_exist(numbers, capsy
         main(["--learners", numbers])
     assert caught.value.code == 2
     assert f"numbers 1-{len(LEARNERS)}, not '{numbers}'" in capsys.readouterr().err
+
+
+@needs_export
+def test_in_batch_loss_ranks_each_keep_passage_above_other_preferences_passages() -> None:
+    """Low when each Keep pair's passage is its preference's closest, high when another
+    preference's passage is; a passage of the same preference is never a negative; 0 without a
+    Keep pair."""
+    import torch
+
+    from epic_edge.export.verifier.learners import in_batch_loss
+
+    chunk = [_pair(0, "a", "x0", True), _pair(1, "b", "x1", True), _pair(2, "a", "x2", False)]
+    eye = torch.eye(3)
+    swapped = eye[[1, 0, 2]]
+    assert in_batch_loss(torch, eye, eye, chunk) < 0.01
+    assert in_batch_loss(torch, eye, swapped, chunk) > 5
+    same = torch.stack([eye[0], eye[1], eye[0]])  # pair 2 (preference a) copies pair 0's passage
+    assert in_batch_loss(torch, eye, same, chunk) < 0.01  # masked for a, not a negative
+    assert float(in_batch_loss(torch, eye, eye, [_pair(0, "a", "x", False)])) == 0.0
+    with pytest.raises(ValueError, match="siamese"):
+        LearnerSpec("x", kind="cross-encoder", in_batch=1.0)

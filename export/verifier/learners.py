@@ -1,4 +1,4 @@
-"""Learned-verifier learners on frozen lower MiniLM layers: siamese, cross-encoder, hard negatives.
+"""Learned-verifier learners on frozen lower MiniLM layers: siamese, cross-encoder, negatives.
 
 A learner is a LearnerSpec; `fit` trains its top layers (and head) on labelled pairs over the
 states FrozenStates computed once, `score` gives P(Keep), `export` writes the ONNX model that
@@ -37,6 +37,7 @@ from .states import FrozenStates, mean_pool, pad_states, run_layers
 
 KINDS = ("siamese", "cross-encoder", "adapter")
 ADAPTER_LENGTH = 256  # the embedder's max_length: the adapter learns on its vectors
+IN_BATCH_SCALE = 20.0  # cosine -> logit of the in-batch softmax (sentence-transformers' MNRL)
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,16 @@ class LearnerSpec:
     hard_negatives: int = 0    # mined Discard pairs per preference (0 = none)
     seed: int = 0
     hidden: int = 256          # adapter only: its hidden width (no MiniLM layer trains)
+    in_batch: float = 0.0      # siamese only: weight of a softmax loss ranking each Keep pair's
+    #                            passage above the batch's other preferences' passages
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
         if not 0 <= self.frozen <= 6:
             raise ValueError(f"frozen layers must be 0..6, not {self.frozen}")
+        if self.in_batch and self.kind != "siamese":
+            raise ValueError("in-batch negatives need a siamese learner")
 
 
 class Workbench:
@@ -133,19 +138,42 @@ def length_batches(pairs: Sequence[LabelledPair], batch_size: int, rng: Any,
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def _logits(torch: Any, bench: Workbench, model: Trained, chunk: Sequence[LabelledPair]) -> Any:
-    states = bench.states(model.spec.frozen)
-    if model.spec.kind == "cross-encoder":
-        h, m = pad_states(torch, states.pairs([p.preference for p in chunk],
-                                              [p.passage for p in chunk]))
-        return model.head(mean_pool(torch, run_layers(torch, model.top, h, m), m)).squeeze(-1)
-    vecs = []
+def _vectors(torch: Any, bench: Workbench, model: Trained, chunk: Sequence[LabelledPair]
+             ) -> tuple[Any, Any]:
+    """A siamese learner's unit vectors of the chunk's preferences and passages."""
+    states, vecs = bench.states(model.spec.frozen), []
     for texts in ([p.preference for p in chunk], [p.passage for p in chunk]):
         h, m = pad_states(torch, states.texts(texts))
         vecs.append(torch.nn.functional.normalize(
             mean_pool(torch, run_layers(torch, model.top, h, m), m), dim=1))
-    scale, bias = model.head
-    return scale * (vecs[0] * vecs[1]).sum(1) + bias
+    return vecs[0], vecs[1]
+
+
+def _logits(torch: Any, bench: Workbench, model: Trained, chunk: Sequence[LabelledPair]) -> Any:
+    if model.spec.kind == "cross-encoder":
+        states = bench.states(model.spec.frozen)
+        h, m = pad_states(torch, states.pairs([p.preference for p in chunk],
+                                              [p.passage for p in chunk]))
+        return model.head(mean_pool(torch, run_layers(torch, model.top, h, m), m)).squeeze(-1)
+    return _siamese_logits(model.head, *_vectors(torch, bench, model, chunk))
+
+
+def _siamese_logits(head: Any, prefs: Any, passages: Any) -> Any:
+    scale, bias = head
+    return scale * (prefs * passages).sum(1) + bias
+
+
+def in_batch_loss(torch: Any, prefs: Any, passages: Any, chunk: Sequence[LabelledPair]) -> Any:
+    """For each Keep pair, softmax cross-entropy of its passage against every passage the
+    batch holds for another preference (cosines x IN_BATCH_SCALE); 0 without a Keep pair."""
+    keep = [i for i, p in enumerate(chunk) if p.keep]
+    if not keep:
+        return torch.zeros(())
+    sims = IN_BATCH_SCALE * prefs[keep] @ passages.T
+    other = torch.tensor([[chunk[j].preference != chunk[i].preference or j == i
+                           for j in range(len(chunk))] for i in keep])
+    return torch.nn.functional.cross_entropy(sims.masked_fill(~other, float("-inf")),
+                                             torch.tensor(keep))
 
 
 def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
@@ -185,9 +213,16 @@ def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
         top.train()
         total = 0.0
         for idx in length_batches(pairs, spec.batch_size, rng):
+            chunk = [pairs[i] for i in idx]
+            if spec.in_batch:
+                prefs, passages = _vectors(torch, bench, model, chunk)
+                logits = _siamese_logits(head, prefs, passages)
+            else:
+                logits = _logits(torch, bench, model, chunk)
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                _logits(torch, bench, model, [pairs[i] for i in idx]), y[idx],
-                pos_weight=pos_weight)
+                logits, y[idx], pos_weight=pos_weight)
+            if spec.in_batch:
+                loss = loss + spec.in_batch * in_batch_loss(torch, prefs, passages, chunk)
             clipped_step(torch, loss, opt, sched, top)
             total += loss.item() * len(idx)
         log(f"  {spec.name}: epoch {epoch + 1}/{spec.epochs} loss {total / len(pairs):.4f} "
