@@ -14,6 +14,7 @@ from epic_edge.bench import (
     relevance,
     scaling,
     stream,
+    verification_agreement,
     verification_data_curve,
 )
 from epic_edge.bench.judged_metrics import agreement
@@ -87,6 +88,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         *_verification(out),
         *_verification_learners(out),
         *verification_data_curve.section(out),
+        *verification_agreement.section(out),
         "## Streaming with preference drift (`epic-edge bench stream`)",
         "",
         f"![memory and PAP@5 per step]({(out / 'stream.png').as_posix()})",

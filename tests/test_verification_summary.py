@@ -121,3 +121,29 @@ def test_data_curve_trains_on_growing_shares_and_extrapolates(tmp_path: Path) ->
     text = "\n".join(curve.section(tmp_path))
     assert "| 8/8" in text and "test_style" in text and "per doubling" in text
     assert curve.section(tmp_path / "missing") == []
+
+
+def test_reader_agreement_scores_each_pass_and_the_model_against_the_set(tmp_path: Path
+                                                                         ) -> None:
+    """A pass that copies the labels scores kappa and F1 1; one that keeps everything gets
+    recall 1 and kappa 0; only pairs every pass relabelled count; the section renders."""
+    import json
+
+    from epic_edge.bench import verification_agreement as agreement
+
+    labels = {i: i % 3 == 0 for i in range(30)}
+    (tmp_path / agreement.FILE).write_text("".join(
+        json.dumps({"id": i, "pass": k, "reader": f"r{k}", "reason": "x",
+                    "label": "Keep" if (labels[i] if k == 1 else True) else "Discard"}) + "\n"
+        for k in (1, 2) for i in range(30 if k == 1 else 29)))
+    passes = agreement.load_relabels(tmp_path)
+    rows = agreement.rows_for(labels, passes, {i: not v for i, v in labels.items()})
+    copy, keep_all, model = rows
+    assert copy["pairs"] == 29 and copy["kappa"] == 1.0 and copy["f1"] == 1.0
+    assert keep_all["recall"] == 1.0 and keep_all["kappa"] == 0.0
+    assert model["f1"] == 0.0 and model["kappa"] < 0
+    (tmp_path / agreement.OUT).write_text(json.dumps(
+        {"threshold": 0.5, "readers_kappa": 0.0, "splits": {"test": rows}}))
+    text = "\n".join(agreement.section(tmp_path))
+    assert "reader pass 2" in text and "shipped learned decision" in text
+    assert agreement.section(tmp_path / "missing") == []
