@@ -40,8 +40,8 @@ NEW_PREFS = [
 ]
 
 
-def _pairs() -> list[dict]:
-    return [{"id": 10_000 + n, "preference": text, "style": style, "source": "recipes",
+def _pairs(first_id: int = 10_000) -> list[dict]:
+    return [{"id": first_id + n, "preference": text, "style": style, "source": "recipes",
              "title": f"T{n}", "passage": f"passage {n}", "minilm_cosine": 0.3, "band": "top3"}
             for n, (text, style) in enumerate(NEW_PREFS)]
 
@@ -49,7 +49,7 @@ def _pairs() -> list[dict]:
 def _labels(pairs, flip: set[int] = frozenset()) -> dict[int, list[dict]]:
     labels = {p["id"]: [{"label": "Keep" if p["id"] % 2 else "Discard", "reason": "x"}]
               for p in pairs}
-    for pid in (10_000, 10_001, 10_002, 10_003):  # labelled twice
+    for pid in [p["id"] for p in pairs[:4]]:  # labelled twice
         first = labels[pid][0]["label"]
         other = ("Discard" if first == "Keep" else "Keep") if pid in flip else first
         labels[pid].append({"label": other, "reason": "y"})
@@ -76,6 +76,25 @@ def test_splits_keep_old_pairs_hold_out_a_style_and_follow_clusters():
     assert out["train"][0]["style"] == "consumer" and out["train"][0]["source"] == "wiki"
     assert report["held_out_clusters_with_train"] == 1  # the spicy-food values preference
     assert report["clusters_mixing_old_splits"] == 0
+
+
+def test_a_later_round_keeps_every_earlier_split_and_never_trains_near_held_out():
+    """A third round: no held-out pair of its own; a near-duplicate of an earlier held-out
+    preference goes to test, a new cluster by its hash, earlier rows unchanged."""
+    earlier = [*OLD, {**OLD[0], "id": 10_500, "split": "test_style",
+                      "preference": "I oppose the death penalty.", "style": "values"}]
+    pairs = [{"id": 30_000 + n, "preference": text, "style": style, "source": "wiki",
+              "title": f"T{n}", "passage": f"passage {n}", "minilm_cosine": 0.3, "band": "top3"}
+             for n, (text, style) in enumerate([
+                 ("I oppose the death penalty strongly.", "negation"),
+                 ("I dislike spicy food.", "consumer"),
+                 ("I collect vintage fountain pens.", "consumer")])]
+    labels = {p["id"]: [{"label": "Keep", "reason": "x"}] for p in pairs}
+    out, report = merge_labels.merge(pairs, labels, earlier, BagOfWordsEmbedder().embed, "values")
+    split = {r["id"]: s for s, rows in out.items() for r in rows}
+    assert split[30_000] == "test" and split[30_001] == "train"
+    assert split[30_002] == merge_labels.hash_split(["I collect vintage fountain pens."])
+    assert split[10_500] == "test_style" and report["held_out_clusters_with_train"] == 0
 
 
 def test_kappa_on_double_labelled_pairs_and_disagreement_resolves_to_discard():
@@ -111,7 +130,7 @@ def test_read_labels_rejects_a_bad_label_with_its_line(tmp_path):
 
 
 def test_main_writes_three_split_files_and_refuses_unlabelled(tmp_path, monkeypatch):
-    pairs = _pairs()
+    pairs = _pairs(first_id=90_000)  # ids no shipped pair has
     (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
     labels_dir = tmp_path / "labels"
     labels_dir.mkdir()
@@ -125,8 +144,9 @@ def test_main_writes_three_split_files_and_refuses_unlabelled(tmp_path, monkeypa
     written = {s: merge_labels.read_jsonl(tmp_path / "set" / f"{s}.jsonl")
                for s in ("train", "test", "test_style")}
     total = sum(len(v) for v in written.values())
-    assert total == 1124 + len(pairs)  # the shipped first round plus the new pairs
-    assert merge_labels.main(args) == 0  # a rerun (first round read back from merged files)
+    shipped = len(merge_labels.earlier(SCRIPT, set()))
+    assert total == shipped + len(pairs)  # every shipped pair plus the new ones
+    assert merge_labels.main(args) == 0  # a rerun (this round's ids never read back as earlier)
     assert sum(len(merge_labels.read_jsonl(tmp_path / "set" / f"{s}.jsonl"))
                for s in ("train", "test", "test_style")) == total
 
@@ -135,7 +155,7 @@ def test_split_rule_reproduces_the_shipped_first_round_split(reference_models):
     """clusters + hash_split with the fp32 MiniLM give every shipped preference its split."""
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
 
-    old = merge_labels.first_round(SCRIPT)
+    old = [r for r in merge_labels.earlier(SCRIPT, set()) if r["id"] < 10_000]
     shipped = {r["preference"]: r["split"] for r in old}
     texts = list(shipped)
     m = reference_models / "all-minilm-l6-v2"

@@ -60,3 +60,20 @@ def test_batches_are_blind_equal_and_double_pairs_sit_in_two_batches(tmp_path):
         assert all(int(pid) in {r["id"] for r in batches[b - 1]} for b in (first, second))
     singles = {r["id"] for b in batches for r in b}
     assert singles == {p["id"] for p in pairs}
+
+
+def test_a_third_round_pairs_only_its_own_preferences_from_its_own_ids(tmp_path):
+    """Round 3 reads the preferences marked for it (none of PrefWiki's, none of round 2's),
+    numbers its pairs from its own first id and writes its own number of batches."""
+    third = propose_more.preferences(3)
+    assert third and {p["style"] for p in third} <= {"consumer", "explanation", "logistics",
+                                                      "negation"}
+    assert all(p["plan"] == "new" for p in third)  # written consumer ones too: no old draws
+    second = {p["text"] for p in propose_more.preferences(2)}
+    assert not second & {p["text"] for p in third}
+    first_id, batch_count = propose_more.ROUNDS[3]
+    passages, vecs, pv = _corpus()
+    pairs = propose_more.propose(PREFS, passages, vecs, pv, set(), first_id=first_id)
+    assert pairs[0]["id"] == first_id
+    propose_more.write_batches(pairs, tmp_path, double_count=4, batch_count=batch_count)
+    assert len(list((tmp_path / "batches").glob("batch-*.jsonl"))) == batch_count

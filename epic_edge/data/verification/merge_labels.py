@@ -4,12 +4,13 @@ Run: python epic_edge/data/verification/merge_labels.py PAIRS_JSONL LABELS_DIR [
      [--held-out-style values]
 
 PAIRS_JSONL is propose_more.py's pairs.jsonl; LABELS_DIR holds batch-NN.jsonl files of rows
-{id, label: "Keep"|"Discard", reason}. The 1,124 first-round pairs keep their split. A new pair
-goes to test_style when its preference has the held-out style; otherwise its preference
-cluster (MiniLM cosine >= 0.75 between preferences) decides, by the first round's rule: the
-split of the cluster's first-round preferences, else test when sha256 of the cluster's
-smallest text mod 100 is < 37. A new pair whose preference is a near-duplicate of a held-out
-one goes to test, never train (unless the cluster holds a first-round train preference: reported).
+{id, label: "Keep"|"Discard", reason}. Every pair already on file (the earlier rounds) keeps
+its split. A new pair goes to test_style when its preference has the held-out style; otherwise
+its preference cluster (MiniLM cosine >= 0.75 between preferences) decides, by the first
+round's rule: the split of the cluster's earlier preferences, else test when sha256 of the
+cluster's smallest text mod 100 is < 37. A new pair whose preference is a near-duplicate of a
+held-out one goes to test, never train (unless the cluster holds an earlier train preference:
+reported).
 Pairs labelled twice report Cohen's kappa; a disagreement is
 resolved to Discard (the stricter reading). A pair with no label stops the merge.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from epic_edge.calibrate import FIRST_ROUND_IDS, linked_roots  # second round: ids from there
+from epic_edge.calibrate import linked_roots
 
 HERE = Path(__file__).resolve().parent
 LABELS = ("Keep", "Discard")
@@ -89,7 +90,9 @@ def preference_splits(old: list[dict], new: list[dict], embed: Callable, held_ou
                       ) -> tuple[dict[str, str], dict[str, int]]:
     """Split of each new pair's preference, and counts of clusters that break the rules
     (mixing first-round train and test; joining a held-out preference to train)."""
+    # an earlier held-out preference pulls its new near-duplicates to test, never train
     old_split = {r["preference"]: r["split"] for r in old}
+    held = {t for t, sp in old_split.items() if sp == "test_style"}
     style = {p["preference"]: p["style"] for p in new}
     texts = list(dict.fromkeys([*old_split, *style]))
     vectors = np.asarray(embed(texts), np.float32)
@@ -97,9 +100,10 @@ def preference_splits(old: list[dict], new: list[dict], embed: Callable, held_ou
     breaks = {"clusters_mixing_old_splits": 0, "held_out_clusters_with_train": 0}
     for group in clusters(texts, vectors):
         members = [texts[i] for i in group]
-        known = Counter(old_split[t] for t in members if t in old_split)
-        near_held = any(style.get(t) == held_out for t in members)
-        if known:  # first-round preferences keep their split; new near-duplicates follow
+        known = Counter("test" if old_split[t] == "test_style" else old_split[t]
+                        for t in members if t in old_split)
+        near_held = any(style.get(t) == held_out or t in held for t in members)
+        if known:  # earlier preferences keep their split; new near-duplicates follow
             base = known.most_common(1)[0][0]
         else:
             base = "test" if near_held else hash_split(members)
@@ -123,9 +127,7 @@ def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], emb
     if unknown:
         raise MergeError(f"labels for ids not in the pairs: {unknown[:5]}")
     if ids & {int(r["id"]) for r in old}:
-        raise MergeError("new pair ids collide with first-round ids")
-    if not any(p["style"] == held_out for p in pairs):
-        raise MergeError(f"no pair has the held-out style {held_out!r}")
+        raise MergeError("new pair ids collide with the ids of pairs on file")
     split_of, breaks = preference_splits(old, pairs, embed, held_out)
     out: dict[str, list[dict]] = {"train": [], "test": [], "test_style": []}
     for row in old:
@@ -152,10 +154,10 @@ def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], emb
     return out, report
 
 
-def first_round(folder: Path) -> list[dict]:
-    """The 1,124 first-round pairs, also from files a merge already wrote (so it can rerun)."""
-    return [r for s in ("train", "test") for r in read_jsonl(folder / f"{s}.jsonl")
-            if int(r["id"]) < FIRST_ROUND_IDS]
+def earlier(folder: Path, new_ids: set[int]) -> list[dict]:
+    """The pairs on file that are not this round's (so a merge can rerun over its output)."""
+    return [r for s in ("train", "test", "test_style") if (folder / f"{s}.jsonl").exists()
+            for r in read_jsonl(folder / f"{s}.jsonl") if int(r["id"]) not in new_ids]
 
 
 def minilm_fp32() -> Callable:
@@ -174,9 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=HERE)
     p.add_argument("--held-out-style", default="values")
     args = p.parse_args(argv)
-    old = first_round(HERE)
     try:
-        out, report = merge(read_jsonl(args.pairs), read_labels(
+        pairs = read_jsonl(args.pairs)
+        old = earlier(HERE, {int(p["id"]) for p in pairs})
+        out, report = merge(pairs, read_labels(
             sorted(args.labels.glob("batch-*.jsonl"))), old, minilm_fp32(), args.held_out_style)
     except MergeError as exc:
         print(f"merge_labels: {exc}", file=sys.stderr)

@@ -1,20 +1,22 @@
-"""Propose the second round of (preference, passage) pairs for blind labelling (issue 13).
+"""Propose a further round of (preference, passage) pairs for blind labelling (issue 13).
 
-Run: python epic_edge/data/verification/propose_more.py OUT_DIR
+Run: python epic_edge/data/verification/propose_more.py OUT_DIR [--round 2|3]
 (needs the linux-cpu models and the wiki, recipes and health corpora cached by
 `epic-edge data fetch`; corpus vectors come from the bench's vector cache.)
 
-Writes OUT_DIR/pairs.jsonl (every new pair with style, source, cosine and band), five blind
-batches OUT_DIR/batches/batch-01.jsonl .. batch-05.jsonl ({id, preference, title, passage}
-only) and OUT_DIR/double.json (the pairs that appear in two batches, for agreement).
+Writes OUT_DIR/pairs.jsonl (every new pair with style, source, cosine and band), blind
+batches OUT_DIR/batches/batch-NN.jsonl ({id, preference, title, passage} only) and
+OUT_DIR/double.json (the pairs that appear in two batches, for agreement). Round 2 paired
+PrefWiki's preferences and preferences_extra.jsonl's first 183 with passages; round 3 pairs
+the preferences of preferences_extra.jsonl marked "round": 3, none with a pair yet.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,9 @@ from epic_edge.calibrate import FIRST_ROUND_IDS  # second-round pair ids start h
 
 SOURCES = ("wiki", "recipes", "health")  # the only corpora whose licences allow shipping text
 HERE = Path(__file__).resolve().parent
-BATCHES, DOUBLE = 5, 300
+DOUBLE = 300
+# per round: (first pair id, blind batches)
+ROUNDS = {2: (FIRST_ROUND_IDS, 5), 3: (30_000, 16)}
 STOP = set("""about above after again against also although always anything because before
 being below between both cannot could does doing down during each either else even ever every
 from further have having here however into itself just least less like likes love make many
@@ -76,22 +80,23 @@ def passage_vectors(passages: dict[str, list[dict]], embedder) -> dict[str, np.n
     return {s: vectors[[row[p["item"]] for p in rows]] for s, rows in passages.items()}
 
 
-def preferences() -> list[dict]:
-    """PrefWiki's distinct preferences (style "consumer") then the new styled ones."""
+def preferences(round_: int = 2) -> list[dict]:
+    """Round 2: PrefWiki's distinct preferences (style "consumer") then the written ones of
+    preferences_extra.jsonl with no round; round 3: those marked "round": 3."""
     from epic_edge.datasets import load_prefwiki
 
+    extra = [r for r in map(json.loads, (HERE / "preferences_extra.jsonl").read_text(
+        encoding="utf-8").splitlines()) if r.get("round", 2) == round_]
     prefs = [{"style": "consumer", "text": t} for t in dict.fromkeys(
-        b["preference"] for p in load_prefwiki() for b in p["preference_blocks"])]
-    extra = HERE / "preferences_extra.jsonl"
-    prefs += [{"style": r["style"], "text": r["text"]}
-              for r in map(json.loads, extra.read_text(encoding="utf-8").splitlines())]
-    return prefs
+        b["preference"] for p in load_prefwiki() for b in p["preference_blocks"])
+             ] if round_ == 2 else []
+    return prefs + [{"style": r["style"], "text": r["text"], "plan": "new"} for r in extra]
 
 
 def existing_pairs() -> set[tuple[str, str]]:
-    """(preference, passage) and (preference, title) of the 1,124 labelled pairs."""
+    """(preference, passage) and (preference, title) of every labelled pair on file."""
     seen: set[tuple[str, str]] = set()
-    for split in ("train", "test"):
+    for split in ("train", "test", "test_style"):
         for line in (HERE / f"{split}.jsonl").read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             seen |= {(row["preference"], row["passage"]), (row["preference"], "T:" + row["title"])}
@@ -99,7 +104,8 @@ def existing_pairs() -> set[tuple[str, str]]:
 
 
 # Draws per preference from the ranking over all three sources pooled: (band, first rank,
-# last rank, draws). First-round preferences already have two wiki draws, so take fewer.
+# last rank, draws). PrefWiki's preferences already have two first-round wiki draws, so take
+# fewer; every written preference (whatever its style) is new.
 PLAN = {"consumer": (("top3", 1, 3, 1), ("rank7-40", 7, 40, 2), ("hard", 1, 100, 1)),
         "new": (("top3", 1, 3, 2), ("rank7-40", 7, 40, 4), ("hard", 1, 100, 2))}
 SOURCE_FLOOR = 0.30  # a source whose best passage reaches this adds one of its own ranks 1-3
@@ -109,8 +115,10 @@ class Proposer:
     """Draws pairs for one preference at a time from the three sources' passages."""
 
     def __init__(self, passages: dict[str, list[dict]], vecs: dict[str, np.ndarray],
-                 seen: set[tuple[str, str]], seed: int) -> None:
+                 seen: set[tuple[str, str]], seed: int, first_id: int = FIRST_ROUND_IDS
+                 ) -> None:
         self.rng, self.pairs, self.taken = random.Random(seed), [], set(seen)
+        self.first_id = first_id
         self.flat = [(s, p) for s in SOURCES for p in passages[s]]
         self.matrix = np.concatenate([vecs[s] for s in SOURCES])
         sizes = np.cumsum([0, *(len(passages[s]) for s in SOURCES)])
@@ -131,7 +139,7 @@ class Proposer:
         source, p = self.flat[j]
         self.taken |= self.keys(pref["text"], j)
         self.pairs.append({
-            "id": FIRST_ROUND_IDS + len(self.pairs), "preference": pref["text"],
+            "id": self.first_id + len(self.pairs), "preference": pref["text"],
             "style": pref["style"],
             "source": source, "title": p["title"], "passage": p["text"],
             "minilm_cosine": round(float(scores[j]), 4), "band": band, "rank": r})
@@ -140,7 +148,8 @@ class Proposer:
         start, scores = len(self.pairs), self.matrix @ vector
         words = content_words(pref["text"])
         order = [int(j) for j in np.argsort(-scores)[:100]]
-        for band, lo, hi, count in PLAN["consumer" if pref["style"] == "consumer" else "new"]:
+        plan = pref.get("plan") or ("consumer" if pref["style"] == "consumer" else "new")
+        for band, lo, hi, count in PLAN[plan]:
             ranked = [(r, j) for r, j in enumerate(order[lo - 1:hi], lo)
                       if band != "hard" or words & self.words[j]]
             for _ in range(count):
@@ -153,29 +162,30 @@ class Proposer:
 
 
 def propose(prefs: list[dict], passages: dict[str, list[dict]], vecs: dict[str, np.ndarray],
-            pref_vecs: np.ndarray, seen: set[tuple[str, str]], seed: int = 13) -> list[dict]:
+            pref_vecs: np.ndarray, seen: set[tuple[str, str]], seed: int = 13,
+            first_id: int = FIRST_ROUND_IDS) -> list[dict]:
     """Per preference, draws from the pooled cosine ranking by PLAN (a hard draw is a passage
     of the pooled top 100 that shares a content word with the preference), then one of ranks
     1-3 of each source not yet drawn whose best passage has cosine >= SOURCE_FLOOR, so recipes
     and health reviews pair with the preferences they bear on. No (preference, passage) or
     (preference, title) is proposed twice or taken from `seen`."""
-    proposer = Proposer(passages, vecs, seen, seed)
+    proposer = Proposer(passages, vecs, seen, seed, first_id)
     for pref, vector in zip(prefs, pref_vecs):
         proposer.add(pref, vector)
     return proposer.pairs
 
 
 def write_batches(pairs: list[dict], out: Path, seed: int = 13, double_count: int = DOUBLE,
-                  ) -> dict[str, list[int]]:
+                  batch_count: int = 5) -> dict[str, list[int]]:
     """Shuffle into equal blind batches; `double_count` pairs also go into a second batch."""
     rng = random.Random(seed)
     ids = [p["id"] for p in pairs]
     rng.shuffle(ids)
-    batches = [ids[b::BATCHES] for b in range(BATCHES)]
+    batches = [ids[b::batch_count] for b in range(batch_count)]
     double: dict[str, list[int]] = {}
     for n, pid in enumerate(rng.sample(ids, double_count)):
-        first = next(b for b in range(BATCHES) if pid in batches[b])
-        second = (first + 1 + n % (BATCHES - 1)) % BATCHES
+        first = next(b for b in range(batch_count) if pid in batches[b])
+        second = (first + 1 + n % (batch_count - 1)) % batch_count
         batches[second].append(pid)
         double[str(pid)] = [first + 1, second + 1]
     by_id = {p["id"]: p for p in pairs}
@@ -190,7 +200,7 @@ def write_batches(pairs: list[dict], out: Path, seed: int = 13, double_count: in
     return double
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, round_: int = 2) -> None:
     from epic_edge import registry
     from epic_edge.models import model_dir
     from epic_edge.profiles import load_profile
@@ -198,18 +208,23 @@ def main(out_dir: str) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     embedder = registry.create("embedder", load_profile("linux-cpu").embedder, model_dir())
-    prefs, passages = preferences(), load_passages()
+    first_id, batch_count = ROUNDS[round_]
+    prefs, passages = preferences(round_), load_passages()
     vecs = passage_vectors(passages, embedder)
     pref_vecs = np.asarray(embedder.embed([p["text"] for p in prefs]), np.float32)
-    pairs = propose(prefs, passages, vecs, pref_vecs, existing_pairs())
+    pairs = propose(prefs, passages, vecs, pref_vecs, existing_pairs(), first_id=first_id)
     with open(out / "pairs.jsonl", "w", encoding="utf-8") as fh:
         for p in pairs:
             fh.write(json.dumps(p, ensure_ascii=False) + "\n")
-    double = write_batches(pairs, out)
+    double = write_batches(pairs, out, batch_count=batch_count)
     (out / "double.json").write_text(json.dumps(
         {"batches_of": double, "count": len(double)}, indent=1), encoding="utf-8")
     print(f"{len(pairs)} pairs, {len(double)} double-labelled, embedder {embedder.fingerprint}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("out_dir")
+    cli.add_argument("--round", type=int, choices=sorted(ROUNDS), default=2)
+    args = cli.parse_args()
+    main(args.out_dir, args.round)
