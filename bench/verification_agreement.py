@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.calibrate import keep_metrics, load_verification_set
+from epic_edge.errors import EpicEdgeError
 
 from . import common
 from .judged_metrics import cohen_kappa
@@ -106,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", type=Path, default=None, help="models folder (default: setup's)")
     p.add_argument("--out", type=Path, default=Path("bench/results") / OUT)
     args = p.parse_args(argv)
-    result = run(args.models, log=lambda m: print(m, file=sys.stderr))
+    try:
+        result = run(args.models, log=lambda m: print(m, file=sys.stderr))
+    except EpicEdgeError as exc:  # no verifier model, or a malformed set file
+        p.error(str(exc))
     common.write_json(result, args.out)
     print("\n".join(section(args.out.parent)))
     return 0

@@ -147,3 +147,15 @@ def test_reader_agreement_scores_each_pass_and_the_model_against_the_set(tmp_pat
     text = "\n".join(agreement.section(tmp_path))
     assert "reader pass 2" in text and "shipped learned decision" in text
     assert agreement.section(tmp_path / "missing") == []
+
+
+def test_reader_agreement_names_a_missing_verifier_model_instead_of_a_traceback(
+        tmp_path: Path, capsys) -> None:
+    import pytest
+
+    from epic_edge.bench import verification_agreement as agreement
+
+    with pytest.raises(SystemExit) as exit_info:
+        agreement.main(["--models", str(tmp_path), "--out", str(tmp_path / "out.json")])
+    assert exit_info.value.code == 2 and "verifier model not found" in capsys.readouterr().err
+    assert not (tmp_path / "out.json").exists()

@@ -217,12 +217,11 @@ def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
             if spec.in_batch:
                 prefs, passages = _vectors(torch, bench, model, chunk)
                 logits = _siamese_logits(head, prefs, passages)
+                extra = spec.in_batch * in_batch_loss(torch, prefs, passages, chunk)
             else:
-                logits = _logits(torch, bench, model, chunk)
+                logits, extra = _logits(torch, bench, model, chunk), 0.0
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                logits, y[idx], pos_weight=pos_weight)
-            if spec.in_batch:
-                loss = loss + spec.in_batch * in_batch_loss(torch, prefs, passages, chunk)
+                logits, y[idx], pos_weight=pos_weight) + extra
             clipped_step(torch, loss, opt, sched, top)
             total += loss.item() * len(idx)
         log(f"  {spec.name}: epoch {epoch + 1}/{spec.epochs} loss {total / len(pairs):.4f} "
