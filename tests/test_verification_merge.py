@@ -82,7 +82,8 @@ def test_a_later_round_keeps_every_earlier_split_and_never_trains_near_held_out(
     """A third round: no held-out pair of its own; a near-duplicate of an earlier held-out
     preference goes to test, a new cluster by its hash, earlier rows unchanged."""
     earlier = [*OLD, {**OLD[0], "id": 10_500, "split": "test_style",
-                      "preference": "I oppose the death penalty.", "style": "values"}]
+                      "preference": "I oppose the death penalty.", "style": "values",
+                      "source": "wiki"}]
     pairs = [{"id": 30_000 + n, "preference": text, "style": style, "source": "wiki",
               "title": f"T{n}", "passage": f"passage {n}", "minilm_cosine": 0.3, "band": "top3"}
              for n, (text, style) in enumerate([
@@ -95,6 +96,8 @@ def test_a_later_round_keeps_every_earlier_split_and_never_trains_near_held_out(
     assert split[30_000] == "test" and split[30_001] == "train"
     assert split[30_002] == merge_labels.hash_split(["I collect vintage fountain pens."])
     assert split[10_500] == "test_style" and report["held_out_clusters_with_train"] == 0
+    kept = next(r for r in out["test_style"] if r["id"] == 10_500)
+    assert list(kept.items()) == list(earlier[-1].items())   # written back byte for byte
 
 
 def test_kappa_on_double_labelled_pairs_and_disagreement_resolves_to_discard():

@@ -33,7 +33,7 @@ def gguf(config: dict[str, Any], models: Path, force: bool = False) -> dict[str,
 
 def learned_verifier(config: dict[str, Any], models: Path, force: bool = False
                      ) -> dict[str, Path]:
-    """The learned verifier (the shipped recipe), trained once on the labelled pairs (~4-8 min
+    """The learned verifier (the shipped recipe), trained once on the labelled pairs (~11 min
     on 2 cores), and the LLM backend that writes its instructions when the profile
     asks for one."""
     from epic_edge.backends.learned_verifier import DEFAULT_MODEL

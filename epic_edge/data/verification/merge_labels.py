@@ -131,7 +131,8 @@ def merge(pairs: list[dict], labels: dict[int, list[dict]], old: list[dict], emb
     split_of, breaks = preference_splits(old, pairs, embed, held_out)
     out: dict[str, list[dict]] = {"train": [], "test": [], "test_style": []}
     for row in old:
-        out[row["split"]].append({**{"style": "consumer", "source": "wiki"}, **row})
+        out[row["split"]].append(row if {"style", "source"} <= row.keys()
+                                 else {"style": "consumer", "source": "wiki", **row})
     twice, disagreements = [], 0
     for p in pairs:
         given = labels[int(p["id"])]
