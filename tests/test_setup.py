@@ -52,11 +52,11 @@ def test_setup_runs_each_backends_step_from_the_table(tmp_path, monkeypatch):
     assert setup.install_profile(llm, tmp_path) == {"emb": tmp_path, "llm": tmp_path}
 
 
-def test_setup_trains_the_shipped_recipe_in_fp32(tmp_path, monkeypatch):
+def test_setup_trains_the_shipped_recipe_in_fp32_with_a_progress_bar(tmp_path, monkeypatch):
     recipe: list = []
     _stub_installs(monkeypatch, tmp_path, recipe)
     setup.install_profile(load_profile("linux-cpu"), tmp_path)
-    assert recipe == [{"quantize": False, "threads": 0}]
+    assert recipe == [{"quantize": False, "threads": 0, "progress": True}]
 
 
 def test_the_shipped_recipe_refuses_other_settings(tmp_path, monkeypatch, capsys):

@@ -118,7 +118,7 @@ def test_exported_learner_scores_as_it_was_measured(tiny_bench, tmp_path, kind, 
 
 
 @needs_export
-def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path) -> None:
+def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path, capsys) -> None:
     from epic_edge.backends.learned_verifier import LearnedVerifier
     from epic_edge.export.verifier.default import train_default
     from epic_edge.export.verifier.learners import fit, score, spec_dict
@@ -130,7 +130,8 @@ def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path)
     manifest = train_default(tmp_path, choice, train_pairs=pairs, quantize=False,
                              bench=tiny_bench, log=lambda _: None)
     assert manifest["threshold"] == 0.4 and 0 < manifest["fine_weight"] < 1
-    model = fit(spec, pairs, tiny_bench, log=lambda _: None)  # deterministic: the same model
+    model = fit(spec, pairs, tiny_bench, log=lambda _: None, progress=True)  # the same model
+    assert "train epoch 1/1" in capsys.readouterr().err  # the bar setup shows
     vec = tiny_vectors(tiny_bench, test, 48)
     cos = np.array([vec[p.preference] @ vec[p.passage] for p in test])
     expected = blend_scores((0.8, 2.0, -1.0), score(model, test, tiny_bench), cos)

@@ -45,7 +45,7 @@ def learned_verifier(config: dict[str, Any], models: Path, force: bool = False
 
         print(f"[setup] training the learned verifier once into {model.parent}", file=sys.stderr,
               flush=True)
-        train_shipped(model.parent)
+        train_shipped(model.parent, progress=True)
     installed["learned verifier"] = model
     if config.get("instructions", "template") == "llm":
         llm = {"backend": config.get("llm_backend", "llama-cpp")}

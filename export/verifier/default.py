@@ -67,9 +67,9 @@ def write_choice(spec: LearnerSpec, blend: dict[str, float] | None, threshold: f
 def train_default(out_dir: Path, choice: dict[str, Any] | None = None, *,
                   train_pairs: list[LabelledPair] | None = None, quantize: bool = True,
                   threads: int = 0, bench: Workbench | None = None, model: Any = None,
-                  log: Any = print) -> dict[str, Any]:
+                  log: Any = print, progress: bool = False) -> dict[str, Any]:
     """Train the chosen learner on all of train (unless `model` is that training, done
-    already) and export it; returns the manifest."""
+    already) and export it; returns the manifest. `progress` shows a bar per epoch."""
     choice = choice or load_choice()
     spec = LearnerSpec(**choice["learner"])
     train_pairs = train_pairs or load_verification_set("train")
@@ -79,7 +79,7 @@ def train_default(out_dir: Path, choice: dict[str, Any] | None = None, *,
     if model is None and (spec.hard_negatives or spec.kind == "adapter"):
         texts = sorted({t for p in train_pairs for t in (p.preference, p.passage)})
         vectors = dict(zip(texts, coarse_embedder().embed(texts).astype("float64")))
-    model = model or fit(spec, train_pairs, bench, vectors, log)
+    model = model or fit(spec, train_pairs, bench, vectors, log, progress)
     out_dir = Path(out_dir)
     blend = choice.get("blend")
     if blend:

@@ -178,9 +178,10 @@ def in_batch_loss(torch: Any, prefs: Any, passages: Any, chunk: Sequence[Labelle
 
 def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
         vectors: dict[str, np.ndarray] | None = None,
-        log: Callable[[str], None] = print) -> Trained:
+        log: Callable[[str], None] = print, progress: bool = False) -> Trained:
     """Train `spec` on `pairs` (deterministic for its seed); `vectors` (coarse embeddings of
-    the pairs' texts) are needed only for hard-negative mining."""
+    the pairs' texts) are needed only for hard-negative mining; `progress` shows a bar of
+    batches per epoch on stderr."""
     torch = _torch()
     random.seed(spec.seed)
     np.random.seed(spec.seed)
@@ -212,7 +213,13 @@ def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
     for epoch in range(spec.epochs):
         top.train()
         total = 0.0
-        for idx in length_batches(pairs, spec.batch_size, rng):
+        batches = length_batches(pairs, spec.batch_size, rng)
+        if progress:
+            from tqdm import tqdm
+
+            batches = tqdm(batches, desc=f"train epoch {epoch + 1}/{spec.epochs}",
+                           unit="batch", mininterval=2.0)
+        for idx in batches:
             chunk = [pairs[i] for i in idx]
             if spec.in_batch:
                 prefs, passages = _vectors(torch, bench, model, chunk)

@@ -163,7 +163,7 @@ def train_and_export(out_dir: Path, quantize: bool = True, kind: str = "siamese"
     return {**manifest, "path": str(path)}
 
 
-def train_shipped(out_dir: Path, threads: int = 0) -> dict[str, Any]:
+def train_shipped(out_dir: Path, threads: int = 0, progress: bool = False) -> dict[str, Any]:
     """The shipped decision (what `epic-edge setup` installs): the learner the side-by-side
     study chose (every layer, one epoch, on all train pairs), exported with fp32 weights and
     activations. Dynamic int8 scores 2-3x faster here but
@@ -173,7 +173,7 @@ def train_shipped(out_dir: Path, threads: int = 0) -> dict[str, Any]:
     (docs/devices/galaxy-z-flip6.md, bench/results/learned_parity.json)."""
     from .default import train_default
 
-    return train_default(out_dir, quantize=False, threads=threads)
+    return train_default(out_dir, quantize=False, threads=threads, progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         if params or args.cv_folds or args.fp32:
             parser.error("--kind shipped is a fixed recipe; pass --kind siamese to change "
                          "its settings")
-        info = train_shipped(args.out, args.threads)
+        info = train_shipped(args.out, args.threads, progress=True)
     else:
         info = train_and_export(args.out, quantize=not args.fp32, kind=args.kind,
                                 cv_folds=args.cv_folds, **params)
