@@ -19,6 +19,7 @@ from epic_edge.types import BatchStats
 
 QUERY_ROWS = ("embed", "steer", "search", "total", "fetch", "reference_total", "steer_warm")
 ITEM_ROWS = ("embed", "filter", "verify", "embed_instructions", "index", "write", "total")
+RANKING = ("hedge", "steer_weight", "steer_by", "lexical", "confidence", "brevity")
 
 
 def reference_retrieve(memory: Memory, question: str, preferences: list[str], k: int,
@@ -55,13 +56,15 @@ def run(*, profile: str = "linux-cpu", models: Path | None = None, verifier: str
     corpus = load_sample_corpus()
     with tempfile.TemporaryDirectory(prefix="epic-bench-latency-") as tmp:
         t0 = time.perf_counter()
-        emb = embedder or common.make_embedder(prof, model_dir)
         ver = common.make_verifier(prof, model_dir, verifier)
         verifier_name = verifier or prof.verifier.get("backend", "template")
-        memory = Memory.open(Path(tmp) / "latency.epic", prof, embedder=emb, verifier=ver,
+        # no explicit embedder: the memory loads the profile's own with the ranking calibrated
+        # for it (an explicit one runs the paper's steering, every evidence off), as an app would
+        memory = Memory.open(Path(tmp) / "latency.epic", prof, embedder=embedder, verifier=ver,
                              model_dir=model_dir)
         load_s = time.perf_counter() - t0
         with memory:
+            ranking = {key: getattr(memory, key) for key in RANKING}
             memory.add_preferences(persona["preferences"])
             log(f"bench latency: ingesting {items} items with verifier {verifier_name} ...")
             batches = list(memory.ingest_batches(corpus[:items], batch_size))
@@ -76,6 +79,7 @@ def run(*, profile: str = "linux-cpu", models: Path | None = None, verifier: str
     result = {
         "bench": "latency", "profile": prof.name, "embedder": prof.embedder.get("backend"),
         "verifier": verifier_name, "index": (prof.index or {}).get("backend", "numpy"),
+        "ranking": ranking,
         "preferences": len(persona["preferences"]), "index_entries": entries,
         "items_timed": items, "batch_size": batch_size, "runs": runs, "warmup": warmup,
         "embed_threads": prof.embedder.get("threads"),
@@ -102,7 +106,8 @@ def _query_rows(memory: Memory, questions: list[str], prefs: list[str], runs: in
     samples: dict[str, list[float]] = {row: [] for row in QUERY_ROWS}
     for n in range(warmup + runs):
         timings: dict[str, float] = {}
-        memory.retrieve(questions[n % len(questions)], k, timings=timings)
+        # the gate off: every query runs the whole path (a withheld one stops after steering)
+        memory.retrieve(questions[n % len(questions)], k, timings=timings, gate=-1.0)
         if n >= warmup:
             # a profile that steers by text embeds again past the gate: part of its steering
             timings["steer"] += timings.get("steer by text", 0.0)
@@ -167,6 +172,7 @@ def render(result: dict[str, Any]) -> str:
         f"- profile {result['profile']}, verifier {result['verifier']}, index {result['index']}, "
         f"{result['preferences']} preferences, {result['index_entries']} entries in the index; "
         f"threads: embedder {result.get('embed_threads')}, LLM {result.get('llm_threads')}",
+        f"- ranking timed: {_ranking(result.get('ranking'))}",
         f"- {c['items']} items timed: {c['passed_filter']} passed the coarse filter, "
         f"{c['kept']} kept, {c['llm_calls']} LLM calls ({c['llm_calls_per_item']:.2f} per item)",
         f"- retrieval median {s['retrieval_median_ms']:.2f} ms (target <= 3 ms: "
@@ -178,3 +184,14 @@ def render(result: dict[str, Any]) -> str:
         f"{s['steer_warm_median_ms']:.4f} ms",
         f"- peak RSS {result['peak_rss_mb']:.0f} MiB; model load {result['load_s']:.1f} s",
     ])
+
+
+def _ranking(ranking: dict[str, Any] | None) -> str:
+    """The ranking settings a run timed, in words ("not recorded" for runs before they were)."""
+    if ranking is None:
+        return "not recorded"
+    on = [f"{key} {value}" for key, value in ranking.items()
+          if value is not None and key not in ("steer_weight", "steer_by")]
+    steering = f"steering by {ranking['steer_by']}, weight {ranking['steer_weight']}"
+    return (f"{steering}; {', '.join(on)}" if on
+            else f"{steering}; every evidence off (the paper's ranking)")

@@ -246,6 +246,23 @@ def test_latency_json_shape_with_template_verifier():
     assert "paper reference path" in latency.render(r)
 
 
+def test_latency_times_the_profiles_own_ranking_unless_given_an_embedder(monkeypatch):
+    from epic_edge import registry
+    from epic_edge.profiles import load_profile
+
+    create = registry.create
+    monkeypatch.setattr(registry, "create", lambda kind, config, *a, **kw: BagOfWordsEmbedder()
+                        if kind == "embedder" else create(kind, config, *a, **kw))
+    run = dict(verifier="template", items=8, batch_size=4, runs=3, warmup=1, log=_quiet)
+    shipped = load_profile("linux-cpu").retrieval
+    own = latency.run(**run)["ranking"]  # the memory loads the profile's embedder, as an app
+    assert (own["hedge"], own["lexical"], own["brevity"]) == (
+        shipped["hedge"], shipped["lexical"], shipped["brevity"])
+    given = latency.run(**run, embedder=BagOfWordsEmbedder())
+    assert given["ranking"]["lexical"] is None  # an explicit embedder: the paper's ranking
+    assert "every evidence off" in latency.render(given)
+
+
 def test_report_markdown_renders_from_results(tmp_path, quality_result):
     lat = latency.run(verifier="template", items=8, batch_size=4, runs=4, warmup=1,
                       embedder=BagOfWordsEmbedder(), log=_quiet)
