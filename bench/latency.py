@@ -59,7 +59,7 @@ def run(*, profile: str = "linux-cpu", models: Path | None = None, verifier: str
         ver = common.make_verifier(prof, model_dir, verifier)
         verifier_name = verifier or prof.verifier.get("backend", "template")
         # no explicit embedder: the memory loads the profile's own with the ranking calibrated
-        # for it (an explicit one runs the paper's steering, every evidence off), as an app would
+        # for it, as an app would (one of another model runs the paper's steering, evidence off)
         memory = Memory.open(Path(tmp) / "latency.epic", prof, embedder=embedder, verifier=ver,
                              model_dir=model_dir)
         load_s = time.perf_counter() - t0

@@ -89,13 +89,15 @@ class EpicMemory:
     def __init__(self, path: Path, profile: Any, embedder: Any, verifier: Any, tau: float,
                  preferences: Sequence[str]) -> None:
         self.memory = Memory.open(path, profile, embedder=embedder, verifier=verifier, tau=tau)
-        # the bench's embedder is the profile's behind a cache: the profile's calibrated
-        # settings (hedge and weight are read when the preferences load below); the bench
-        # calibrates the background cut itself (bench/policy.py)
+        # the profile's gate and ranking whatever embedder the bench is handed (Memory.open
+        # keeps them for the profile's model only; tests hand a stand-in); hedge and weight
+        # are read when the preferences load below. The bench calibrates the background cut
+        # itself (bench/policy.py)
         settings = retrieval_settings(getattr(profile, "retrieval", {}) or {})
         del settings["item_gate_quantile"]
         for key, value in settings.items():
             setattr(self.memory, key, value)
+        self.memory.background = None
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

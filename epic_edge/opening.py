@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,23 @@ def retrieval_settings(retrieval: Mapping[str, Any]) -> dict[str, Any]:
             "brevity": retrieval.get("brevity")}
 
 
+def embedder_model(fingerprint: str) -> str:
+    """The model a fingerprint names, without its precision: "all-MiniLM-L6-v2:mean:384" for
+    "all-MiniLM-L6-v2:mean:384:int8" (int8, fp16 and fp32 copies share one calibration)."""
+    parts = str(fingerprint).split(":")
+    return ":".join(parts[:3]) if len(parts) == 4 else str(fingerprint)
+
+
+def is_calibrated(retrieval: Mapping[str, Any], embedder: Embedder, explicit: bool) -> bool:
+    """Whether a profile's gate, floor and ranking hold for `embedder`: they were calibrated
+    for one model (`[retrieval] calibrated_for`), so any instance of it keeps them, the
+    profile's own or the app's; without that key, only the profile's own embedder does."""
+    model = retrieval.get("calibrated_for")
+    if model is None:
+        return not explicit
+    return embedder_model(getattr(embedder, "fingerprint", "")) == model
+
+
 def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profile, *,
                 embedder: Embedder | None, verifier: Verifier | None,
                 index: VectorIndex | None, tau: float | None, k: int | None,
@@ -54,11 +72,16 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
         factory = verifier or (lambda: registry.create("verifier", verifier_config, models))
         fmt = vector_format or str(prof.index.get("vectors", "float32"))
         kind = entry_vector or str(prof.index.get("entry_vector", LEGACY_ENTRY_VECTOR))
-        # gate, floor and ranking are calibrated for the profile's embedder, like tau
-        calibrated = retrieval_settings(prof.retrieval if embedder is None else {})
+        # gate, floor and ranking are calibrated for one embedder model, like tau
+        calibrated = is_calibrated(prof.retrieval, emb, embedder is not None)
+        if not calibrated and embedder is None:
+            warnings.warn(f"profile {prof.name!r} calibrated its retrieval settings for "
+                          f"{prof.retrieval['calibrated_for']!r}, its embedder is "
+                          f"{emb.fingerprint!r}: the gate and ranking evidence are off",
+                          RuntimeWarning, stacklevel=3)
         memory = cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
                      verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
-                     **calibrated)
+                     **retrieval_settings(prof.retrieval if calibrated else {}))
         if created and prof.budget and not read_only:
             # a new memory starts with the profile's budget; an existing one keeps its own
             Budget(**prof.budget).save(store)

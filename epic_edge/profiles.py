@@ -31,7 +31,8 @@ RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_sc
                      "steer_by": Option(str, STEER_BY),
                      "lexical": Option(float, min=0.0),
                      "confidence": Option(float, min=0.0),
-                     "brevity": Option(float, min=0.0)}
+                     "brevity": Option(float, min=0.0),
+                     "calibrated_for": TEXT}
 # [budget]: the limits a memory created with this profile starts with (epic_edge.maintenance)
 BUDGET_OPTIONS = {"max_entries": POSITIVE, "max_bytes": POSITIVE,
                   "half_life_days": Option(float, min=0.0, exclusive=True)}

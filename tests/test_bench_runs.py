@@ -251,10 +251,11 @@ def test_latency_times_the_profiles_own_ranking_unless_given_an_embedder(monkeyp
     from epic_edge.profiles import load_profile
 
     create = registry.create
-    monkeypatch.setattr(registry, "create", lambda kind, config, *a, **kw: BagOfWordsEmbedder()
+    shipped = load_profile("linux-cpu").retrieval
+    model = BagOfWordsEmbedder(dim=384, name=shipped["calibrated_for"])  # stands in for MiniLM
+    monkeypatch.setattr(registry, "create", lambda kind, config, *a, **kw: model
                         if kind == "embedder" else create(kind, config, *a, **kw))
     run = dict(verifier="template", items=8, batch_size=4, runs=3, warmup=1, log=_quiet)
-    shipped = load_profile("linux-cpu").retrieval
     own = latency.run(**run)["ranking"]  # the memory loads the profile's embedder, as an app
     assert (own["hedge"], own["lexical"], own["brevity"]) == (
         shipped["hedge"], shipped["lexical"], shipped["brevity"])

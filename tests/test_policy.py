@@ -34,7 +34,8 @@ def _memory(path, profile, embedder, reference_models, fmt="float32"):
 def persona_memory(tmp_path_factory, profile, embedder, reference_models):
     memory = _memory(tmp_path_factory.mktemp("p") / "m.epic", profile, embedder,
                      reference_models)
-    memory.gate, memory.min_score = profile.retrieval["gate"], 0.2
+    assert memory.gate == profile.retrieval["gate"]  # the profile's model: its calibration
+    memory.min_score = 0.2
     memory.add_preferences(load_sample_persona()["preferences"])
     memory.ingest(load_sample_corpus()[:120])
     yield memory
@@ -47,7 +48,8 @@ def test_gate_keeps_memory_out_of_factual_questions(persona_memory):
         assert not found.used_memory and found.hits == []
         assert "far from every preference" in found.reason
         assert persona_memory.context(question) == ""
-        assert persona_memory.lookup(question, gate=-1.0).hits  # gate off: hits come back
+        # gate and floor off: hits come back
+        assert persona_memory.lookup(question, gate=-1.0, min_score=-1.0).hits
 
 
 def test_gate_lets_the_personas_own_questions_through(persona_memory):

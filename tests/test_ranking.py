@@ -138,3 +138,29 @@ def test_every_shipped_profile_ranks_as_the_reference_does():
     for name in list_profiles():
         settings = retrieval_settings(load_profile(name).retrieval)
         assert {key: settings[key] for key in ranking} == {key: reference[key] for key in ranking}
+
+
+def test_any_instance_of_the_calibrated_model_keeps_the_profiles_ranking(tmp_path, monkeypatch):
+    from epic_edge import registry
+
+    shipped = load_profile("linux-cpu")
+    model = shipped.retrieval["calibrated_for"]
+    # the app's own instance of the profile's model (another precision): the ranking holds
+    same = BagOfWordsEmbedder(dim=384, name=model)
+    with Memory.open(tmp_path / "same.epic", shipped, embedder=same) as memory:
+        assert (memory.hedge, memory.lexical, memory.brevity) == (
+            shipped.retrieval["hedge"], shipped.retrieval["lexical"], shipped.retrieval["brevity"])
+        assert memory.gate == shipped.retrieval["gate"] and memory.background is not None
+    # another model: the paper's ranking, no gate
+    with Memory.open(tmp_path / "other.epic", shipped, embedder=BagOfWordsEmbedder()) as memory:
+        assert (memory.hedge, memory.lexical, memory.gate, memory.background) == (
+            None, None, None, None)
+    # a profile whose own embedder is not the model it names: off, and said so
+    create = registry.create
+    monkeypatch.setattr(registry, "create", lambda kind, config, *a, **kw:
+                        BagOfWordsEmbedder() if kind == "embedder" else
+                        create(kind, config, *a, **kw))
+    with pytest.warns(RuntimeWarning, match="calibrated its retrieval settings for"):
+        memory = Memory.open(tmp_path / "own.epic", shipped)
+    with memory:
+        assert memory.lexical is None
