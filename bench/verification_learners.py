@@ -30,14 +30,8 @@ from epic_edge.calibrate import (
 )
 from epic_edge.export.verifier.blend import blend_scores, fit_blend
 from epic_edge.export.verifier.cv import preference_folds
-from epic_edge.export.verifier.learners import (
-    LearnerSpec,
-    Workbench,
-    fit,
-    from_state,
-    score,
-    to_state,
-)
+from epic_edge.export.verifier.learners import LearnerSpec, Workbench, fit, score
+from epic_edge.export.verifier.saving import from_state, to_state
 
 from . import judged_split
 from .corpus_sources import CorpusError

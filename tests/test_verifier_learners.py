@@ -103,7 +103,8 @@ def tiny_vectors(bench, pairs, length: int) -> dict[str, np.ndarray]:
 def test_exported_learner_scores_as_it_was_measured(tiny_bench, tmp_path, kind, frozen) -> None:
     """The runtime's P(Keep) from the exported ONNX equals the study's (cached-states) score."""
     from epic_edge.backends.learned_verifier import LearnedVerifier
-    from epic_edge.export.verifier.learners import ADAPTER_LENGTH, export, fit, score
+    from epic_edge.export.verifier.learners import ADAPTER_LENGTH, fit, score
+    from epic_edge.export.verifier.saving import export
 
     pairs, test = load_verification_set("train")[:40], load_verification_set("test")[:12]
     vectors = tiny_vectors(tiny_bench, pairs + test, ADAPTER_LENGTH)

@@ -19,15 +19,8 @@ from epic_edge.calibrate import LabelledPair, load_verification_set
 from epic_edge.errors import EpicEdgeError
 
 from .blend import export_siamese_blend_onnx, siamese_blend_head
-from .learners import (
-    LearnerSpec,
-    Workbench,
-    export,
-    fit,
-    pooled_model,
-    spec_dict,
-    text_length,
-)
+from .learners import LearnerSpec, Workbench, fit, spec_dict
+from .saving import export, pooled_model, text_length
 
 MODEL_NAME = "epic-verifier-minilm"
 

@@ -1,9 +1,7 @@
 """Learned-verifier learners on frozen lower MiniLM layers: siamese, cross-encoder, negatives.
 
 A learner is a LearnerSpec; `fit` trains its top layers (and head) on labelled pairs over the
-states FrozenStates computed once, `score` gives P(Keep), `export` writes the ONNX model that
-backends/learned_verifier.py loads (same inputs and outputs as before: a siamese model
-outputs "sentence_embedding", a cross-encoder "keep_logit").
+states FrozenStates computed once, `score` gives P(Keep); saving.py keeps and exports it.
 """
 
 from __future__ import annotations
@@ -15,21 +13,17 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from epic_edge.calibrate import LabelledPair
 
-from ..minilm_onnx import _pooled_encoder, find_minilm_weights, load_minilm_encoder
-from .adapter import adapted_encoder, adapter_logits, build_adapter, fit_adapter
+from ..minilm_onnx import find_minilm_weights, load_minilm_encoder
+from .adapter import adapter_logits, fit_adapter
 from .nets import (
     _torch,
-    build_cross_encoder,
     clipped_step,
-    export_embedding_onnx,
-    export_onnx,
     warmup_decay,
 )
 from .nets import load_tokenizer as _load_tokenizer
@@ -254,66 +248,6 @@ def score(model: Trained, pairs: Sequence[LabelledPair], bench: Workbench,
             out.append(torch.sigmoid(_logits(torch, bench, model,
                                              pairs[s:s + batch_size])).numpy())
     return np.concatenate(out).astype(np.float64) if out else np.zeros(0)
-
-
-def pooled_model(model: Trained, bench: Workbench) -> Any:
-    """A siamese or adapter learner as one module: token ids -> its unit vectors."""
-    torch = _torch()
-    if model.spec.kind == "adapter":
-        return adapted_encoder(torch, _pooled_encoder(torch, bench.bert), model.top)
-    return _pooled_encoder(torch, full_encoder(model, bench))
-
-
-def to_state(model: Trained) -> dict[str, Any]:
-    """A picklable copy of a trained learner (for training in another process)."""
-    head = model.head.state_dict() if hasattr(model.head, "state_dict") else tuple(model.head)
-    return {"spec": model.spec, "top": model.top.state_dict(), "head": head,
-            "seconds": model.seconds}
-
-
-def from_state(state: dict[str, Any], bench: Workbench) -> Trained:
-    """The learner `to_state` copied, rebuilt over `bench`'s MiniLM."""
-    torch, spec = _torch(), state["spec"]
-    if spec.kind == "adapter":
-        top = build_adapter(torch, bench.bert.config.hidden_size, spec.hidden)
-    else:
-        top = copy.deepcopy(bench.bert.encoder.layer[spec.frozen:])
-    top.load_state_dict(state["top"])
-    head = state["head"]
-    if spec.kind == "cross-encoder":
-        head = torch.nn.Linear(bench.bert.config.hidden_size, 1)
-        head.load_state_dict(state["head"])
-    return Trained(spec, top.eval(), head, state["seconds"])
-
-
-def full_encoder(model: Trained, bench: Workbench) -> Any:
-    """A copy of MiniLM with the learner's trained top layers in place."""
-    bert = copy.deepcopy(bench.bert)
-    for i, layer in enumerate(model.top):
-        bert.encoder.layer[model.spec.frozen + i] = layer
-    return bert.eval()
-
-
-def export(model: Trained, bench: Workbench, out_dir: Path, quantize: bool = True
-           ) -> tuple[Path, dict[str, Any]]:
-    """Write out_dir/model.onnx; returns (path, manifest fields the runtime reads)."""
-    torch = _torch()
-    if model.spec.kind != "cross-encoder":
-        scale, bias = (float(t.detach()) for t in model.head)
-        path = export_embedding_onnx(pooled_model(model, bench), Path(out_dir),
-                                     quantize=quantize)
-        return path, {"kind": "siamese", "output": "sentence_embedding", "scale": scale,
-                      "bias": bias, "max_length": text_length(model, bench)}
-    cross = build_cross_encoder(torch, full_encoder(model, bench))
-    cross.head.load_state_dict(model.head.state_dict())
-    path = export_onnx(cross, Path(out_dir), quantize=quantize)
-    return path, {"kind": "cross-encoder", "output": "keep_logit",
-                  "max_length": bench.pair_length}
-
-
-def text_length(model: Trained, bench: Workbench) -> int:
-    """Tokens the runtime should keep per text for this learner's vectors."""
-    return ADAPTER_LENGTH if model.spec.kind == "adapter" else bench.text_length
 
 
 def spec_dict(spec: LearnerSpec) -> dict[str, Any]:
