@@ -50,6 +50,16 @@ def is_calibrated(retrieval: Mapping[str, Any], embedder: Embedder, explicit: bo
     return embedder_model(getattr(embedder, "fingerprint", "")) == model
 
 
+def _warn_uncalibrated(prof: Profile, embedder: Embedder, tau: float | None) -> None:
+    """Say that the profile's calibration does not hold for this embedder (and its tau, when
+    a new memory takes it anyway)."""
+    also = (f", and its tau {tau} may not suit this embedder (pass tau=; `epic-edge calibrate` "
+            "picks one)" if tau is not None else "")
+    warnings.warn(f"profile {prof.name!r} was calibrated for {prof.retrieval['calibrated_for']!r}"
+                  f", not {embedder.fingerprint!r}: its gate and ranking evidence are off{also}",
+                  RuntimeWarning, stacklevel=4)
+
+
 def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profile, *,
                 embedder: Embedder | None, verifier: Verifier | None,
                 index: VectorIndex | None, tau: float | None, k: int | None,
@@ -62,9 +72,15 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
     try:
         created = store.get_meta("embedder") is None
         emb = embedder or registry.create("embedder", prof.embedder, models)
+        # tau, the gate and the ranking are calibrated for one embedder model
+        calibrated = is_calibrated(prof.retrieval, emb, embedder is not None)
         stored_tau = store.get_meta("tau")
+        profile_tau = tau is None and stored_tau is None  # a new memory takes the profile's
         if tau is None:
             tau = float(stored_tau) if stored_tau is not None else prof.tau
+        if not calibrated and "calibrated_for" in prof.retrieval and (
+                embedder is None or profile_tau):
+            _warn_uncalibrated(prof, emb, tau if profile_tau else None)
         idx = index if index is not None else registry.create(
             "index", prof.index or {"backend": "numpy"}, models, dim=emb.dim
         )
@@ -72,13 +88,6 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
         factory = verifier or (lambda: registry.create("verifier", verifier_config, models))
         fmt = vector_format or str(prof.index.get("vectors", "float32"))
         kind = entry_vector or str(prof.index.get("entry_vector", LEGACY_ENTRY_VECTOR))
-        # gate, floor and ranking are calibrated for one embedder model, like tau
-        calibrated = is_calibrated(prof.retrieval, emb, embedder is not None)
-        if not calibrated and embedder is None:
-            warnings.warn(f"profile {prof.name!r} calibrated its retrieval settings for "
-                          f"{prof.retrieval['calibrated_for']!r}, its embedder is "
-                          f"{emb.fingerprint!r}: the gate and ranking evidence are off",
-                          RuntimeWarning, stacklevel=3)
         memory = cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
                      verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
                      **retrieval_settings(prof.retrieval if calibrated else {}))

@@ -3,6 +3,8 @@ how much the question leans to the preference it is filed under, and short items
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -151,16 +153,20 @@ def test_any_instance_of_the_calibrated_model_keeps_the_profiles_ranking(tmp_pat
         assert (memory.hedge, memory.lexical, memory.brevity) == (
             shipped.retrieval["hedge"], shipped.retrieval["lexical"], shipped.retrieval["brevity"])
         assert memory.gate == shipped.retrieval["gate"] and memory.background is not None
-    # another model: the paper's ranking, no gate
-    with Memory.open(tmp_path / "other.epic", shipped, embedder=BagOfWordsEmbedder()) as memory:
+    # another model with its own tau: the paper's ranking, no gate, nothing to warn of
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        memory = Memory.open(tmp_path / "other.epic", shipped, embedder=BagOfWordsEmbedder(),
+                             tau=0.2)
+    with memory:
         assert (memory.hedge, memory.lexical, memory.gate, memory.background) == (
             None, None, None, None)
-    # a profile whose own embedder is not the model it names: off, and said so
+    # another model with the profile's tau (its own embedder or the app's): off, and said so
     create = registry.create
     monkeypatch.setattr(registry, "create", lambda kind, config, *a, **kw:
                         BagOfWordsEmbedder() if kind == "embedder" else
                         create(kind, config, *a, **kw))
-    with pytest.warns(RuntimeWarning, match="calibrated its retrieval settings for"):
+    with pytest.warns(RuntimeWarning, match="its tau 0.15 may not suit this embedder"):
         memory = Memory.open(tmp_path / "own.epic", shipped)
     with memory:
         assert memory.lexical is None
