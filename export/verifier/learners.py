@@ -16,16 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from epic_edge.calibrate import LabelledPair
 
 from ..minilm_onnx import find_minilm_weights, load_minilm_encoder
 from .adapter import adapter_logits, fit_adapter
-from .nets import (
-    _torch,
-    clipped_step,
-    warmup_decay,
-)
+from .nets import _torch, clipped_step, warmup_decay
 from .nets import load_tokenizer as _load_tokenizer
 from .states import FrozenStates, mean_pool, pad_states, run_layers
 
@@ -207,13 +204,9 @@ def fit(spec: LearnerSpec, pairs: Sequence[LabelledPair], bench: Workbench,
     for epoch in range(spec.epochs):
         top.train()
         total = 0.0
-        batches = length_batches(pairs, spec.batch_size, rng)
-        if progress:
-            from tqdm import tqdm
-
-            batches = tqdm(batches, desc=f"train epoch {epoch + 1}/{spec.epochs}",
-                           unit="batch", mininterval=2.0)
-        for idx in batches:
+        for idx in tqdm(length_batches(pairs, spec.batch_size, rng), unit="batch",
+                        desc=f"train epoch {epoch + 1}/{spec.epochs}", mininterval=2.0,
+                        disable=not progress):
             chunk = [pairs[i] for i in idx]
             if spec.in_batch:
                 prefs, passages = _vectors(torch, bench, model, chunk)
