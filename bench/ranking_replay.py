@@ -14,7 +14,6 @@ against the judged set.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import json
 import shutil
@@ -28,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from epic_edge.bench import common, corpora, relevance
-from epic_edge.bench.recorded import AXES, RUN_KEYS, RecordedRun, render, score
+from epic_edge.bench.recorded import (
+    AXES,
+    RecordedRun,
+    read_run,
+    replay_parser,
+    report,
+    score,
+)
 from epic_edge.bench.variants import distinct_top
 from epic_edge.errors import ModelNotFoundError
 from epic_edge.optional import optional_import
@@ -144,28 +150,15 @@ def section(out: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m epic_edge.bench.ranking_replay",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("run", type=Path, help="a saved `bench quality --json` run")
+    p = replay_parser("ranking_replay", __doc__)
     p.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.5, 1.0],
                    help="weights of the second encoder's cosine (0 first: the run's ranking)")
-    p.add_argument("--judged", type=Path, help="the judged set the run scored (default PrefWiki)")
     p.add_argument("--encoder", type=Path, help=f"a sentence-transformers folder (default: "
                    f"{ENCODER}, assembled from its part wheels into the model folder)")
-    p.add_argument("--models", type=Path, help="model folder (default ~/.cache/epic-edge/models)")
-    p.add_argument("--json", type=Path, help="write the replay here (pool its unjudged hits "
-                   "with `epic-edge bench pool --from`)")
     args = p.parse_args(argv)
     if args.weights[0] != 0:
         args.weights = [0.0, *args.weights]
-    try:
-        run = json.loads(args.run.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"{args.run} is not a saved `bench quality --json` run ({exc})") from None
-    missing = RUN_KEYS - set(run) if isinstance(run, dict) else RUN_KEYS
-    if missing:
-        raise SystemExit(f"{args.run} is not a saved `bench quality --json` run (no "
-                         f"{', '.join(sorted(missing))})")
+    run = read_run(args.run)
     if args.encoder and not (args.encoder / "modules.json").is_file():
         raise SystemExit(f"{args.encoder} is not a sentence-transformers folder (no modules.json)")
     st = optional_import("sentence_transformers", "export", "the ranking replay's encoder")
@@ -173,13 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         run["profile"], None)[1])
     result = replay(run, st.SentenceTransformer(str(folder), device="cpu"), folder.name,
                     args.weights, args.judged, args.models)
-    print(f"replayed ranking equals the run's lists for {result['replay_equals_run']:.0%}")
-    print("\n".join(render(result["splits"])))
-    print(f"{result['encoder']}: {result['encoder_ms_per_question']:.0f} ms a question")
-    if args.json:
-        common.write_json(result, args.json)
-    return 0
-
+    return report(result, args.json,
+                  f"replayed ranking equals the run's lists for {result['replay_equals_run']:.0%}",
+                  f"{result['encoder']}: {result['encoder_ms_per_question']:.0f} ms a question")
 
 if __name__ == "__main__":
     raise SystemExit(main())

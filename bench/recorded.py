@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,3 +132,37 @@ def render(splits: dict[str, Any]) -> list[str]:
         f"{a} {f[a]:.3f} ({f[a + '_vs_first'][0]:+.3f}, {f[a + '_vs_first'][1]:+.3f}.."
         f"{f[a + '_vs_first'][2]:+.3f})" for a in AXES) + f"  unjudged {f['unjudged']:.3f}"
         for split, by_name in splits.items() for name, f in by_name.items()]
+
+
+def replay_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    """A replay command's parser with the arguments every replay takes: the run, --judged,
+    --models and --json (add the replay's own)."""
+    p = argparse.ArgumentParser(prog=f"python -m epic_edge.bench.{prog}",
+                                description=doc.split("\n\n")[0])
+    p.add_argument("run", type=Path, help="a saved `bench quality --json` run")
+    p.add_argument("--judged", type=Path, help="the judged set the run scored (default PrefWiki)")
+    p.add_argument("--models", type=Path, help="model folder (default ~/.cache/epic-edge/models)")
+    p.add_argument("--json", type=Path, help="write the replay here (pool its unjudged hits "
+                   "with `epic-edge bench pool --from`)")
+    return p
+
+
+def read_run(path: Path) -> dict[str, Any]:
+    """A saved run, or one clear line saying why the file is not one."""
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{path} is not a saved `bench quality --json` run ({exc})") from None
+    missing = RUN_KEYS - set(run) if isinstance(run, dict) else RUN_KEYS
+    if missing:
+        raise SystemExit(f"{path} is not a saved `bench quality --json` run (no "
+                         f"{', '.join(sorted(missing))})")
+    return run
+
+
+def report(result: dict[str, Any], path: Path | None, *head: str) -> int:
+    """Print a replay's head lines and its judged figures; save it to `path` when given."""
+    print("\n".join([*head, *render(result["splits"])]))
+    if path:
+        common.write_json(result, path)
+    return 0

@@ -12,13 +12,10 @@ list is scored against the judged set, with a paired interval against the profil
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from epic_edge.bench import common
-from epic_edge.bench.recorded import RecordedRun, render, score
+from epic_edge.bench.recorded import RecordedRun, read_run, replay_parser, report, score
 from epic_edge.bench.variants import distinct_top
 
 # the [retrieval] keys a replay can vary: the evidence weights, and the steering's own
@@ -73,30 +70,15 @@ def replay(run: dict[str, Any], tries: list[tuple[str, float]], root: Path | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m epic_edge.bench.settings_replay",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("run", type=Path, help="a saved `bench quality --json` run")
+    p = replay_parser("settings_replay", __doc__)
     p.add_argument("--set", dest="sets", action="append", required=True, metavar="KEY=V1,V2",
                    help=f"a [retrieval] key ({', '.join(KEYS)}) and the values to try "
                         "(repeat for more keys)")
-    p.add_argument("--judged", type=Path, help="the judged set the run scored (default PrefWiki)")
-    p.add_argument("--models", type=Path, help="model folder (default ~/.cache/epic-edge/models)")
-    p.add_argument("--json", type=Path, help="write the replay here (pool its unjudged hits "
-                   "with `epic-edge bench pool --from`)")
     args = p.parse_args(argv)
     tries = parse(args.sets)
-    try:
-        run = json.loads(args.run.read_text(encoding="utf-8"))
-        result = replay(run, tries, args.judged, args.models)
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"{args.run} is not a saved `bench quality --json` run ({exc})") from None
-    print(f"the profile's ranking, replayed, equals the run's lists for "
-          f"{result['replay_equals_run']:.0%} of questions")
-    print("\n".join(render(result["splits"])))
-    if args.json:
-        common.write_json(result, args.json)
-    return 0
-
+    result = replay(read_run(args.run), tries, args.judged, args.models)
+    return report(result, args.json, f"the profile's ranking, replayed, equals the run's lists "
+                  f"for {result['replay_equals_run']:.0%} of questions")
 
 if __name__ == "__main__":
     raise SystemExit(main())

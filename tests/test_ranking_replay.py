@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from epic_edge.bench import ranking_replay
+from epic_edge.bench import ranking_replay, recorded
 from epic_edge.bench.variants import distinct_top
 from epic_edge.errors import ModelNotFoundError
 
@@ -92,7 +92,7 @@ def test_a_file_that_is_not_a_saved_run_is_one_clear_line(tmp_path: Path, conten
 
 def test_an_encoder_folder_without_a_model_is_refused_before_loading(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({key: {} for key in ranking_replay.RUN_KEYS}))
+    path.write_text(json.dumps({key: {} for key in recorded.RUN_KEYS}))
     with pytest.raises(SystemExit, match="not a sentence-transformers folder"):
         ranking_replay.main([str(path), "--encoder", str(tmp_path)])
 
