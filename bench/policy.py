@@ -214,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {row['gate']:>6.2f} {row['no_memory_own']:>22.1%} "
               f"{row['no_memory_other_persona']:>26.1%}")
     comp = compression(models)
-    print(f"\nCompressed instruction vectors (sample persona, {comp['questions']} questions):")
+    print(f"\nCompressed entry vectors (linux-cpu: the item's own; sample persona, "
+          f"{comp['questions']} questions):")
     for fmt, r in comp["formats"].items():
         print(f"  {fmt:>8}: vectors {r['vectors_bytes']:>8,} B ({r['vectors_smaller_x']:.2f}x "
               f"smaller), file {r['total_bytes']:>8,} B, top-5 overlap with float32 "

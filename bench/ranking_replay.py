@@ -170,5 +170,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"replayed ranking equals the run's lists for {result['replay_equals_run']:.0%}",
                   f"{result['encoder']}: {result['encoder_ms_per_question']:.0f} ms a question")
 
+
 if __name__ == "__main__":
     raise SystemExit(main())
