@@ -48,10 +48,9 @@ def replay(run: dict[str, Any], lifts: tuple[float, ...] = LIFTS, root: Path | N
                      z + FIRST * (answers & aligned)]
             retrieved[q.qid] = {name: [memory.pids[i] for i in distinct_top(
                 memory.pids, s, recorded.k)] for name, s in zip(names, tries)}
-            for name, s in zip(names[:len(lifts) + 1], tries):
-                if 0 < answers.sum() < len(answers):
-                    aucs.setdefault(q.split, {}).setdefault(name, []).append(
-                        roc_auc(s, answers))
+            if 0 < answers.sum() < len(answers):  # AUC needs both kinds of entry
+                for name, s in zip(names[:len(lifts) + 1], tries):
+                    aucs.setdefault(q.split, {}).setdefault(name, []).append(roc_auc(s, answers))
     return {"bench": "oracle_replay", "profile": run["profile"], "corpus": run["corpus"],
             "judged_set": str(root) if root else None, "k": recorded.k, "tries": names,
             "answers_auc": {split: {n: float(np.mean(v)) for n, v in by.items()}
