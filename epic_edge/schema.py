@@ -92,10 +92,26 @@ def seal_vectors_and_ids(conn: sqlite3.Connection, sealer: Sealer) -> None:
     _set_version(conn, SCHEMA_VERSION)
 
 
+_CORE_TABLES = {"meta", "preferences", "items", "entries"}
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def foreign(conn: sqlite3.Connection) -> str | None:
+    """Why an existing SQLite file is not a memory (another application's data), so that no
+    write turns it into one; None when it is a memory (its creation may have stopped before
+    the embedder was recorded)."""
+    if _CORE_TABLES <= _tables(conn):
+        return None
+    return "is not an epic-edge memory file (another application's data?); it was left as it is"
+
+
 def unreadable(conn: sqlite3.Connection) -> str | None:
     """Why a file cannot be read as it is (read-only opens migrate nothing); None if it can."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if not {"meta", "preferences", "items", "entries"} <= tables or not _meta(conn, "embedder"):
+    tables = _tables(conn)
+    if not _CORE_TABLES <= tables or not _meta(conn, "embedder"):
         return "is not an epic-edge memory file"
     if "judged" not in tables:
         return ("was written by an older epic-edge: open it once for writing (e.g. "

@@ -11,8 +11,9 @@ import numpy as np
 
 from epic_edge import schema
 from epic_edge.crypto import Sealer
-from epic_edge.errors import EmbedderMismatchError, MemoryFileError
+from epic_edge.errors import DamagedRowError, EmbedderMismatchError, MemoryFileError
 from epic_edge.instructions import read_form
+from epic_edge.items import chunk_id, of_item
 from epic_edge.sqlite_file import SQLiteFile
 from epic_edge.store_writes import StoreWrites
 from epic_edge.types import Preference
@@ -57,6 +58,9 @@ class MemoryStore(StoreWrites, SQLiteFile):
             self.conn.close()
             raise
         self._vector_format: str | None = None
+
+    def foreign(self, conn: sqlite3.Connection) -> str | None:
+        return schema.foreign(conn)
 
     def _check_readable(self) -> None:
         """A read-only open changes nothing: the file must be a memory in a layout read here."""
@@ -200,14 +204,43 @@ class MemoryStore(StoreWrites, SQLiteFile):
                           [epoch, *by_key])
         return set(keys) - {by_key[int(r[0])] for r in done}
 
-    def entry_preferences(self, ids: Iterable[int]) -> dict[int, int]:
-        """entry id -> preference id."""
+    def entry_owners(self, ids: Iterable[int]) -> dict[int, tuple[int, str]]:
+        """entry id -> (preference id, its item's id as stored)."""
         ids = list(ids)
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        rows = self.query(f"SELECT id, preference_id FROM entries WHERE id IN ({marks})", ids)
-        return {int(r[0]): int(r[1]) for r in rows}
+        rows = self.query("SELECT e.id, e.preference_id, i.external_id FROM entries e JOIN "
+                          f"items i ON i.id = e.item_id WHERE e.id IN ({marks})", ids)
+        return {int(r[0]): (int(r[1]), str(r[2])) for r in rows}
+
+    def rows_of_items(self, item_ids: Iterable[str]) -> dict[str, list[tuple[int, bytes]]]:
+        """item id -> (row, content hash) of each stored item ingested under it or as one of
+        its chunks "<id>#<n>" (with a key, ids are keyed hashes: looked up 256 chunks at a
+        time while chunks are found)."""
+        wanted = {i for i in item_ids if i}
+        if not wanted:
+            return {}
+        rows = self.query("SELECT id, content_hash, external_id FROM items "
+                          "WHERE external_id != ''")
+        found: dict[str, list[tuple[int, bytes]]] = {i: [] for i in wanted}
+        if not self.sealer.enabled:
+            for row, key, stored in rows:
+                owner = stored if stored in wanted else stored.rpartition("#")[0]
+                if owner in wanted and of_item(stored, owner):
+                    found[owner].append((int(row), bytes(key)))
+            return found
+        by_hash = {stored: (int(row), bytes(key)) for row, key, stored in rows}
+        h = self.sealer.id_hash
+        for item_id in wanted:
+            names, start = [h(item_id)], 0
+            while names:
+                hits = [by_hash[name] for name in names if name in by_hash]
+                found[item_id] += hits
+                more = start == 0 or hits  # chunks run on: look at the next 256
+                names = [h(chunk_id(item_id, n)) for n in range(start, start + 256)] if more else []
+                start += 256
+        return found
 
     def linked_preferences(self, key: bytes) -> set[int]:
         rows = self.query(
@@ -216,6 +249,20 @@ class MemoryStore(StoreWrites, SQLiteFile):
             (key,),
         )
         return {int(r[0]) for r in rows}
+
+    def preferences_holding(self, text: str) -> set[int]:
+        """Ids of the preferences an item of this (whitespace-normalised) text is stored
+        under, with or without an id (the items under an id are opened to compare)."""
+        found = self.linked_preferences(self.sealer.content_hash(text))
+        rows = self.query("SELECT i.text, e.preference_id FROM entries e JOIN items i ON "
+                          "i.id = e.item_id WHERE i.external_id != ''")
+        for stored, preference_id in rows:
+            try:
+                if self.sealer.open(stored) == text:
+                    found.add(int(preference_id))
+            except DamagedRowError:  # `epic-edge check` reports it
+                continue
+        return found
 
     def entries_of_items(self, item_ids: Iterable[int]) -> set[int]:
         """Ids of the entries of these items."""

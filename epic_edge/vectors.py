@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from epic_edge.errors import InvalidInputError, MemoryFileError
+from epic_edge.errors import DamagedRowError, InvalidInputError
 
 VECTOR_FORMATS = ("float32", "float16", "int8")
 # What an entry is indexed by: the kept item's own vector, its instruction's, or both summed
@@ -47,7 +47,7 @@ def encode(vector: np.ndarray, fmt: str = "float32") -> bytes:
 def decode(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
     """Bytes to a float32 vector, renormalised to unit length for float16 and int8."""
     if len(blob) != bytes_per_vector(fmt, dim):
-        raise MemoryFileError(
+        raise DamagedRowError(
             f"stored {fmt} vector has {len(blob)} bytes, expected {bytes_per_vector(fmt, dim)} "
             f"for dim {dim}"
         )
