@@ -10,7 +10,6 @@ import numpy as np
 
 from epic_edge import schema
 from epic_edge.errors import InvalidInputError
-from epic_edge.instructions import read_form
 from epic_edge.items import checked_id
 from epic_edge.maintenance import Budget
 from epic_edge.preference_edits import find_preference
@@ -58,19 +57,10 @@ def list_entries(
     where, params = "", []
     if preference is not None:
         where, params = "WHERE e.preference_id = ?", [find_preference(memory, preference).id]
-    rows = memory.store.query(
-        "SELECT e.id, i.id, i.external_id, i.text, i.source, p.id, p.text, e.instruction, "
-        "e.confidence, e.created_at, e.updated_at FROM entries e "
-        "JOIN items i ON i.id = e.item_id JOIN preferences p ON p.id = e.preference_id "
-        f"{where} ORDER BY e.id LIMIT ? OFFSET ?", [*params, limit, offset])
-    o = memory.store.sealer.open
-    entries = []
-    for r in rows:
-        item, pref = o(r[3]), Preference(int(r[5]), o(r[6]))
-        entries.append(Entry(int(r[0]), int(r[1]), r[2], item, o(r[4]), pref,
-                             read_form(o(r[7]), item, pref), float(r[8]), float(r[9]),
-                             float(r[10])))
-    return entries
+    found = memory.store.checked_entries(f"{where} ORDER BY e.id LIMIT ? OFFSET ?",
+                                         [*params, limit, offset])
+    return [Entry(e.entry_id, e.item_id, e.external_id, e.item_text, e.source, e.preference,
+                  e.instruction, e.confidence, e.created_at, e.updated_at) for e in found]
 
 
 def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:

@@ -17,13 +17,13 @@ import numpy as np
 from epic_edge.errors import InvalidInputError
 from epic_edge.export_file import FORMAT, VERSION, Export, read_export
 from epic_edge.ingest import BatchIngester
-from epic_edge.instructions import read_form, stored_form
+from epic_edge.instructions import stored_form
 from epic_edge.limits import MAX_PREFERENCES
 from epic_edge.maintenance import Budget, evict_to_budget
 from epic_edge.stages import normalize_rows
+from epic_edge.store_reads import StoredEntry
 from epic_edge.store_writes import NewEntry
 from epic_edge.types import Preference
-from epic_edge.vectors import decode
 
 if TYPE_CHECKING:
     from epic_edge.memory import Memory
@@ -41,40 +41,38 @@ def export_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     """
     memory.sync()
     store, dim = memory.store, memory.embedder.dim
-    o = store.sealer.open
     path = Path(path)
     header = {"format": FORMAT, "version": VERSION, "embedder": memory.embedder.fingerprint,
               "dim": dim, "entry_vector": store.entry_vector, "tau": memory.tau,
               "ids_hashed": store.sealer.enabled, "exported_at": time.time()}
-    prefs = store.query("SELECT id, text, created_at FROM preferences WHERE active=1 ORDER BY id")
-    items = store.query("SELECT id, text, source, external_id, created_at FROM items ORDER BY id")
-    entries = store.query("SELECT item_id, preference_id, instruction, confidence, created_at, "
-                          "updated_at, embedding FROM entries ORDER BY item_id, id")
-    by_item: dict[int, list[tuple]] = {}
-    for row in entries:
-        by_item.setdefault(int(row[0]), []).append(row)
+    prefs = store.preferences(dim)[0]  # a damaged row is left out (and logged)
+    created = dict(store.query("SELECT id, created_at FROM preferences"))
+    item_created = dict(store.query("SELECT id, created_at FROM items"))
+    by_item: dict[int, list[tuple[StoredEntry, np.ndarray]]] = {}
+    for e in store.checked_entries("ORDER BY e.item_id, e.id"):
+        vector = store.checked("entries", e.entry_id, (), None, store.entry_vector_of,
+                               e.vector_blob, dim, store.vector_format)
+        if vector is not None:
+            by_item.setdefault(e.item_id, []).append((e, vector))
     with _private_replacement(path) as out:
         def line(record: dict[str, Any]) -> None:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
         line(header)
-        by_pref = {}
-        for pid, text, created in prefs:
-            by_pref[pid] = Preference(pid, o(text))
-            line({"kind": "preference", "id": pid, "text": o(text), "created_at": created})
-        for item_id, text, source, external_id, created in items:
-            item_text = o(text)
-            line({"kind": "item", "id": item_id, "text": item_text, "source": o(source),
-                  "external_id": external_id, "created_at": created})
-            for _, pid, instruction, confidence, e_created, updated, blob in by_item.get(
-                    int(item_id), []):
-                line({"kind": "entry", "item": item_id, "preference": pid,
-                      "instruction": read_form(o(instruction), item_text, by_pref[pid]),
-                      "confidence": confidence,
-                      "created_at": e_created, "updated_at": updated,
-                      "vector": _vector_text(decode(store.open_vector(blob), dim,
-                                                    store.vector_format))})
-    return {"preferences": len(prefs), "items": len(items), "entries": len(entries)}
+        for pref in prefs:
+            line({"kind": "preference", "id": pref.id, "text": pref.text,
+                  "created_at": created[pref.id]})
+        for item_id, entries in by_item.items():
+            first = entries[0][0]
+            line({"kind": "item", "id": item_id, "text": first.item_text, "source": first.source,
+                  "external_id": first.external_id, "created_at": item_created[item_id]})
+            for e, vector in entries:
+                line({"kind": "entry", "item": item_id, "preference": e.preference.id,
+                      "instruction": e.instruction, "confidence": e.confidence,
+                      "created_at": e.created_at, "updated_at": e.updated_at,
+                      "vector": _vector_text(vector)})
+    return {"preferences": len(prefs), "items": len(by_item),
+            "entries": sum(len(entries) for entries in by_item.values())}
 
 
 @contextmanager

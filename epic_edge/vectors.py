@@ -52,11 +52,15 @@ def decode(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
             f"for dim {dim}"
         )
     if fmt == "float32":
-        return np.frombuffer(blob, dtype="<f4")
-    if fmt == "float16":
+        v = np.frombuffer(blob, dtype="<f4")
+    elif fmt == "float16":
         v = np.frombuffer(blob, dtype="<f2").astype(np.float32)
     else:
         scale = np.frombuffer(blob[:4], dtype="<f4")[0]
         v = np.frombuffer(blob[4:], dtype=np.int8).astype(np.float32) * scale
+    if not np.isfinite(v).all():
+        raise DamagedRowError(f"a stored {fmt} vector holds values that are not finite")
+    if fmt == "float32":
+        return v
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v
