@@ -38,6 +38,15 @@ def create_private(path: Path) -> Path:
     return target
 
 
+def _text_or_bytes(data: bytes) -> str | bytes:
+    """A TEXT cell as str; one that is not UTF-8 (damaged) as its bytes, which the reads of
+    its row then find damaged, where an error would stop the whole query."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
 class SQLiteFile:
     """Owns one SQLite connection; every write happens inside `transaction()`.
 
@@ -72,6 +81,7 @@ class SQLiteFile:
                 name, uri = str(target), False
             self.conn = sqlite3.connect(name, timeout=timeout, check_same_thread=False,
                                         isolation_level=None, uri=uri)
+            self.conn.text_factory = _text_or_bytes
         except sqlite3.DatabaseError as exc:
             raise MemoryFileError(f"cannot open memory file {self.path}: {exc}") from exc
         try:

@@ -138,10 +138,11 @@ class FaultStats:
     per_fault: dict[str, int] = field(default_factory=dict)
 
 
-def run_verification_faults(workdir: Path, rounds: int = 1) -> FaultStats:
-    """For each fault: ingest a batch with the broken verifier, then again with a working one;
-    compare with a control memory that never saw the fault (consolidation off, so the kept
-    items are exactly the verifier's decisions)."""
+def run_verification_faults(workdir: Path, rounds: int = 1,
+                            only: set[str] | None = None) -> FaultStats:
+    """For each fault (or those `only` names): ingest a batch with the broken verifier, then
+    again with a working one; compare with a control memory that never saw the fault
+    (consolidation off, so the kept items are exactly the verifier's decisions)."""
     stats = FaultStats()
     for n in range(rounds):
         items = batch_items(100 + n)
@@ -150,6 +151,8 @@ def run_verification_faults(workdir: Path, rounds: int = 1) -> FaultStats:
         expected = _texts(control)
         control.close()
         for k, (name, factory) in enumerate(FAULTS.items()):
+            if only is not None and name not in only:
+                continue
             memory = _fresh(workdir / f"fault{n}-{k}.epic")
             memory._verifier = factory  # built on first use, inside the ingest
             try:
