@@ -14,36 +14,13 @@ from epic_edge.items import checked_id
 from epic_edge.maintenance import Budget
 from epic_edge.preference_edits import find_preference
 from epic_edge.stages import coarse_filter, fine_verify
-from epic_edge.types import Preference
+from epic_edge.store_reads import Entry  # noqa: F401 - Entry is part of this API
 
 if TYPE_CHECKING:
     from epic_edge.memory import Memory
 
 MAX_PAGE = 1_000  # entries per page of entries()
 SQLITE_MAX_INT = 2**63 - 1  # the largest integer SQLite stores (a row number, an offset)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One stored entry: an item kept for a preference, with its usage instruction.
-
-    `item_id` is the item's number in this memory (what `forget` takes); `external_id` is
-    the id the item was ingested with ("" when none).
-    """
-
-    entry_id: int
-    item_id: int
-    external_id: str
-    item_text: str
-    source: str
-    preference: Preference
-    instruction: str
-    confidence: float
-    created_at: float
-    updated_at: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def list_entries(
@@ -57,10 +34,8 @@ def list_entries(
     where, params = "", []
     if preference is not None:
         where, params = "WHERE e.preference_id = ?", [find_preference(memory, preference).id]
-    found = memory.store.checked_entries(f"{where} ORDER BY e.id LIMIT ? OFFSET ?",
-                                         [*params, limit, offset])
-    return [Entry(e.entry_id, e.item_id, e.external_id, e.item_text, e.source, e.preference,
-                  e.instruction, e.confidence, e.created_at, e.updated_at) for e in found]
+    return memory.store.checked_entries(f"{where} ORDER BY e.id LIMIT ? OFFSET ?",
+                                        [*params, limit, offset])
 
 
 def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:

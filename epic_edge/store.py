@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,11 @@ from epic_edge.vectors import (
     check_format,
     decode,
 )
+
+
+def _parts(values: list, size: int) -> Iterator[list]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
 
 
 def from_blob(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
@@ -220,28 +225,32 @@ class MemoryStore(StoreWrites, CheckedReads, SQLiteFile):
         """item id -> (row, content hash) of each stored item ingested under it or as one of
         its chunks "<id>#<n>" (with a key, ids are keyed hashes: looked up 256 chunks at a
         time while chunks are found)."""
-        wanted = {i for i in item_ids if i}
-        if not wanted:
-            return {}
-        rows = self.query("SELECT id, content_hash, external_id FROM items "
-                          "WHERE external_id != ''")
-        found: dict[str, list[tuple[int, bytes]]] = {i: [] for i in wanted}
+        found: dict[str, list[tuple[int, bytes]]] = {i: [] for i in item_ids if i}
         if not self.sealer.enabled:
-            for row, key, stored in rows:
-                owner = stored if stored in wanted else stored.rpartition("#")[0]
-                if owner in wanted and of_item(stored, owner):
-                    found[owner].append((int(row), bytes(key)))
+            for part in _parts(sorted(found), 200):  # ids, and ids in ["<id>#", "<id>$")
+                ranges = " OR (external_id > ? AND external_id < ?)" * len(part)
+                rows = self.query(
+                    "SELECT id, content_hash, external_id FROM items WHERE external_id IN "
+                    f"({','.join('?' * len(part))}){ranges}",
+                    [*part, *(bound for i in part for bound in (f"{i}#", f"{i}$"))])
+                for row, key, stored in rows:
+                    owner = stored if stored in found else stored.rpartition("#")[0]
+                    if owner in found and of_item(stored, owner):
+                        found[owner].append((int(row), bytes(key)))
             return found
-        by_hash = {stored: (int(row), bytes(key)) for row, key, stored in rows}
-        h = self.sealer.id_hash
-        for item_id in wanted:
-            names, start = [h(item_id)], 0
-            while names:
-                hits = [by_hash[name] for name in names if name in by_hash]
-                found[item_id] += hits
-                more = start == 0 or hits  # chunks run on: look at the next 256
-                names = [h(chunk_id(item_id, n)) for n in range(start, start + 256)] if more else []
-                start += 256
+        h, start = self.sealer.id_hash, 0
+        names = {h(i): i for i in found}
+        while names:
+            hit = set()
+            for part in _parts(list(names), 500):
+                for row, key, stored in self.query(
+                        "SELECT id, content_hash, external_id FROM items WHERE external_id IN "
+                        f"({','.join('?' * len(part))})", part):
+                    found[names[stored]].append((int(row), bytes(key)))
+                    hit.add(names[stored])
+            more = set(found) if start == 0 else hit  # chunks run on: look at the next 256
+            names = {h(chunk_id(i, n)): i for i in more for n in range(start, start + 256)}
+            start += 256
         return found
 
     def linked_preferences(self, key: bytes) -> set[int]:

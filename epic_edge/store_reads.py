@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from epic_edge.errors import DamagedRowError
@@ -19,8 +19,13 @@ _ENTRY_JOIN = ("FROM entries e JOIN items i ON i.id = e.item_id "
 
 
 @dataclass(frozen=True)
-class StoredEntry:
-    """One entry as read back, its row, its item's and its preference's all intact."""
+class Entry:
+    """One stored entry: an item kept for a preference, with its usage instruction.
+
+    `item_id` is the item's number in this memory (what `forget` takes); `external_id` is
+    the id the item was ingested with ("" when none). Read with its row, its item's and its
+    preference's checked (CheckedReads.checked_entries).
+    """
 
     entry_id: int
     item_id: int
@@ -32,7 +37,11 @@ class StoredEntry:
     confidence: float
     created_at: float
     updated_at: float
-    vector_blob: bytes  # the entry's vector as stored (store.entry_vector_of decodes it)
+    vector_blob: bytes = field(default=b"", repr=False)  # as stored (entry_vector_of reads it)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as plain data (without its stored vector)."""
+        return {k: v for k, v in asdict(self).items() if k != "vector_blob"}
 
 
 def _whole(cells: Sequence[Any]) -> Sequence[Any]:
@@ -79,7 +88,7 @@ class CheckedReads:
         return [(r[0], *r[1:1 + n], *r[2 + n:]) for r in rows
                 if self.checked(table, r[0], r[1:1 + n], r[1 + n]) is not None]
 
-    def checked_entries(self, tail: str, params: Iterable[Any] = ()) -> list[StoredEntry]:
+    def checked_entries(self, tail: str, params: Iterable[Any] = ()) -> list[Entry]:
         """The entries `tail` (WHERE ... ORDER BY ... LIMIT) picks of the entry-item-preference
         join, each opened; an entry whose row, item or preference is damaged is left out."""
         ne, ni, np_ = (len(CHECKED[t]) for t in ("entries", "items", "preferences"))
@@ -100,7 +109,7 @@ class CheckedReads:
             if instruction is None or texts is None or pref_text is None:
                 continue
             preference = Preference(int(pref_id), pref_text)
-            out.append(StoredEntry(int(entry_id), int(item_id), str(item[2]), texts[0], texts[1],
+            out.append(Entry(int(entry_id), int(item_id), str(item[2]), texts[0], texts[1],
                                    preference, read_form(instruction, texts[0], preference),
                                    float(entry[4]), float(created), float(updated),
                                    bytes(entry[3])))

@@ -21,7 +21,7 @@ from epic_edge.instructions import stored_form
 from epic_edge.limits import MAX_PREFERENCES
 from epic_edge.maintenance import Budget, evict_to_budget
 from epic_edge.stages import normalize_rows
-from epic_edge.store_reads import StoredEntry
+from epic_edge.store_reads import Entry
 from epic_edge.store_writes import NewEntry
 from epic_edge.types import Preference
 
@@ -48,7 +48,7 @@ def export_memory(memory: Memory, path: str | Path) -> dict[str, int]:
     prefs = store.preferences(dim)[0]  # a damaged row is left out (and logged)
     created = dict(store.query("SELECT id, created_at FROM preferences"))
     item_created = dict(store.query("SELECT id, created_at FROM items"))
-    by_item: dict[int, list[tuple[StoredEntry, np.ndarray]]] = {}
+    by_item: dict[int, list[tuple[Entry, np.ndarray]]] = {}
     for e in store.checked_entries("ORDER BY e.item_id, e.id"):
         vector = store.checked("entries", e.entry_id, (), None, store.entry_vector_of,
                                e.vector_blob, dim, store.vector_format)

@@ -58,6 +58,14 @@ def _memory_file(cli, path: Path, items: int = 3) -> None:  # type: ignore[no-un
     cli("ingest", source, "--quiet", "--memory", path)
 
 
+def _memory_and_export(cli, workdir: Path) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    """A memory of 3 items and its backup."""
+    memory, export = workdir / "m.epic", workdir / "export.jsonl"
+    _memory_file(cli, memory)
+    cli("backup", export, "--memory", memory)
+    return memory, export
+
+
 def _snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
 
@@ -109,10 +117,8 @@ def _foreign(path: Path, kind: str) -> None:
 def foreign_files(workdir: Path) -> Tally:
     tally = Tally()
     with fake_backed_cli() as cli:
-        source = workdir / "m.epic"
-        _memory_file(cli, source)
-        items, export = source.with_suffix(".jsonl"), workdir / "export.jsonl"
-        cli("backup", export, "--memory", source)
+        source, export = _memory_and_export(cli, workdir)
+        items = source.with_suffix(".jsonl")
         for n, args in enumerate(WRITERS):
             args = [{"ITEMS": items, "EXPORT": export}.get(a, a) for a in args]
             for kind in ("sqlite", "text", "missing"):
@@ -166,10 +172,7 @@ def _bad_exports(export: Path) -> dict[str, list[str]]:
 def restores(workdir: Path) -> Tally:
     tally = Tally()
     with fake_backed_cli() as cli:
-        source = workdir / "m.epic"
-        _memory_file(cli, source)
-        export = workdir / "export.jsonl"
-        cli("backup", export, "--memory", source)
+        source, export = _memory_and_export(cli, workdir)
         for n, (name, lines) in enumerate(_bad_exports(export).items()):
             bad = workdir / f"bad{n}.jsonl"
             bad.write_text("\n".join(lines) + "\n")
@@ -198,10 +201,7 @@ def _nested(depth: int) -> str:
 def one_line_errors(workdir: Path) -> Tally:
     tally = Tally()
     with fake_backed_cli() as cli:
-        memory = workdir / "m.epic"
-        _memory_file(cli, memory)
-        export = workdir / "export.jsonl"
-        cli("backup", export, "--memory", memory)
+        memory, export = _memory_and_export(cli, workdir)
         deep = {"nested.jsonl": '{"text": "x", "id": ' + _nested(100_000) + "}\n",
                 "nested.json": "[" + _nested(100_000) + "]",
                 "restore.jsonl": export.read_text().splitlines()[0] + "\n" + _nested(100_000)}

@@ -181,17 +181,23 @@ EDITS: dict[str, list[list[Item]]] = {
 
 
 def stale_versions(workdir: Path) -> Tally:
+    """Each edit without a key and with one (ids stored as keyed hashes); then the id is
+    forgotten, its chunks with it."""
     tally = Tally()
     for n, (name, batches) in enumerate(EDITS.items()):
-        with tally.run(name), _memory(workdir / f"edit{n}.epic") as memory:
-            for batch in batches:
-                memory.ingest(batch)
-            with _memory(workdir / f"edit{n}-control.epic") as control:
-                control.ingest([batches[-1][-1]])
-                expected = _texts(control)
-            stored = _texts(memory)
-            tally.other += len(stored - expected)  # stale versions kept
-            tally.lost += len(expected - stored)
+        for key in (None, os.urandom(32)):
+            path = workdir / f"edit{n}{'-key' if key else ''}.epic"
+            with tally.run(name), _memory(path, key=key) as memory:
+                for batch in batches:
+                    memory.ingest(batch)
+                with _memory(path.with_suffix(".control"), key=key) as control:
+                    control.ingest([batches[-1][-1]])
+                    expected = _texts(control)
+                stored = _texts(memory)
+                tally.other += len(stored - expected)  # stale versions kept
+                tally.lost += len(expected - stored)
+                memory.forget("L")
+                tally.other += len(_texts(memory))  # a chunk the id did not take with it
     return tally
 
 
