@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
+from epic_edge.backup_file import FORMAT, VERSION, Export, read_export
 from epic_edge.errors import InvalidInputError
-from epic_edge.export_file import FORMAT, VERSION, Export, read_export
 from epic_edge.ingest import BatchIngester
 from epic_edge.instructions import stored_form
 from epic_edge.limits import MAX_PREFERENCES
@@ -90,7 +90,10 @@ def _private_replacement(path: Path) -> Iterator[TextIO]:
             yield out
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temp, target)
+        try:
+            os.replace(temp, target)
+        except OSError as exc:  # a folder in the way, ...
+            raise InvalidInputError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         with suppress(OSError):
             os.unlink(temp)

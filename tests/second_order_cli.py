@@ -211,7 +211,9 @@ def one_line_errors(workdir: Path) -> Tally:
                 ["restore", workdir / "restore.jsonl"], ["ls", "--offset", str(2**66)],
                 ["forget", str(2**66), "--number"], ["ingest", workdir / "nested.jsonl",
                                                      "--batch-size", str(2**66)],
-                ["backup", workdir / "missing" / "x.jsonl"]]
+                ["backup", workdir / "missing" / "x.jsonl"],
+                ["backup", workdir / "a-folder", "--force"]]
+        (workdir / "a-folder").mkdir()
         for args in runs:
             with tally.run(" ".join(map(str, args[:2]))):
                 _count(tally, *cli(*args, "--memory", memory))

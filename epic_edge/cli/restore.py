@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from epic_edge.backup_file import read_export
 from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
-from epic_edge.export_file import read_export
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""A memory export (JSONL) read back: every value checked before anything is written."""
+"""A memory export (a backup, JSONL) read back: every value checked before anything is written."""
 
 from __future__ import annotations
 
