@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.decision import decide, guard, keep_levels
-from epic_edge.errors import EpicEdgeError, InvalidInputError
+from epic_edge.errors import EpicEdgeError, InvalidInputError, VerdictError
 from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
 
@@ -204,11 +204,16 @@ class LlamaServerVerifier:
         prompt = _render(self._template_text(), vp.decision_messages(item, list(candidates)))
         choice = self._complete(prompt, max_tokens=1, logprobs=self.top_logprobs)
         top = _top_logprobs(choice.get("logprobs"))
+        if not all(math.isfinite(v) for v in top.values()):
+            raise VerdictError(f"{self.url} answered log-probabilities that are not numbers")
+        seen_keep, seen_discard = ([top[t] for t in side if t in top] for side in (keep, discard))
+        if not seen_keep and not seen_discard:  # no answer from the model: no 0.5 either
+            raise VerdictError(f"{self.url} answered no Keep or Discard word among its "
+                               f"{len(top)} most likely first tokens")
         # Words outside the top list carry little mass and are left out; a side with no word
         # in the list gets the last listed value, an upper bound on its log-probability.
-        floor = min(top.values()) if top else -1e9
-        lk = _lse([top[t] for t in keep if t in top] or [floor])
-        ld = _lse([top[t] for t in discard if t in top] or [floor])
+        floor = min(top.values())
+        lk, ld = _lse(seen_keep or [floor]), _lse(seen_discard or [floor])
         return 1.0 / (1.0 + math.exp(min(700.0, ld - lk)))
 
     def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:

@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 
 from epic_edge import text_codec
-from epic_edge.errors import MemoryFileError
+from epic_edge.errors import DamagedRowError, MemoryFileError
 from epic_edge.optional import optional_import
 
 KEY_BYTES = 32
@@ -59,13 +59,13 @@ class Sealer:
             if isinstance(value, str):
                 return value
             if text_codec.is_packed(value):
-                try:
-                    return text_codec.unpack(value)
-                except MemoryFileError:
-                    pass  # a sealed value whose nonce happens to start like a packed one
-            raise MemoryFileError("this memory holds encrypted text: open it with its key")
+                return text_codec.unpack(value)
+            # the key check at open tells an encrypted file: in a clear one this is damage
+            raise DamagedRowError("a stored text is neither text nor packed text: the row is "
+                                  "damaged")
         if isinstance(value, str):
-            raise MemoryFileError("this memory holds unencrypted text but a key was given")
+            raise DamagedRowError("a stored text is in clear in an encrypted memory: the row "
+                                  "is damaged")
         data = self.open_bytes(value)
         return text_codec.unpack(data) if text_codec.is_packed(data) else data.decode()
 
@@ -84,7 +84,8 @@ class Sealer:
         try:
             return self._aead.decrypt(value[:_NONCE_BYTES], value[_NONCE_BYTES:], None)
         except InvalidTag as exc:
-            raise MemoryFileError("wrong key for this memory, or its data was altered") from exc
+            raise DamagedRowError("a stored value does not open with this memory's key: it "
+                                  "was altered") from exc
 
     def id_hash(self, external_id: str) -> str:
         """An item id as stored: keyed (32 hex digits) with a key, else as is; "" stays "".
@@ -100,9 +101,13 @@ class Sealer:
             return ""
         return hmac.new(bytes(self.key), _CHECK_PLAINTEXT, hashlib.sha256).hexdigest()
 
-    def content_hash(self, text: str) -> bytes:
-        """16-byte digest of an item's whitespace-normalised text, keyed when encrypted."""
+    def content_hash(self, text: str, item_id: str = "") -> bytes:
+        """16-byte digest of an item's whitespace-normalised text and its id, keyed when
+        encrypted: an item's identity is its id when it has one (two ids, two items), else
+        its text. An item without an id hashes as before ids counted."""
         data = " ".join(text.split()).encode("utf-8")
+        if item_id:
+            data = b"item-id\0" + item_id.encode("utf-8", "surrogatepass") + b"\0" + data
         if self.key is None:
             return hashlib.sha256(data).digest()[:16]
         return hmac.new(bytes(self.key), data, hashlib.sha256).digest()[:16]

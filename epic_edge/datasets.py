@@ -7,15 +7,20 @@ import warnings
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from epic_edge.errors import InvalidInputError
+from epic_edge.items import checked_id
 from epic_edge.types import Item
 
 # Extensions (lower-case) read as JSON Lines; every other file is plain text, one item a line.
 JSONL_SUFFIXES: frozenset[str] = frozenset({".jsonl", ".json-lines", ".ndjson"})
 # A .json file is a JSON array of items when it starts with "[", else JSON Lines.
 JSON_SUFFIX = ".json"
+# A line of an input file is read up to this many bytes (an item is read up to 1,000,000
+# characters, 6 bytes each at most in JSON): a longer line is refused before it fills memory.
+MAX_LINE_BYTES = 8 * 2**20
+MAX_JSON_ARRAY_BYTES = 64 * 2**20  # a .json array is parsed whole: bigger ones go as JSONL
 
 
 def _data_text(name: str) -> str:
@@ -48,11 +53,35 @@ def load_prefeval() -> list[dict[str, Any]]:
     return json.loads(_data_text("prefeval.json"))
 
 
+def bounded_lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each line of a binary file; InvalidInputError for a line of
+    more than MAX_LINE_BYTES bytes, read no further than that."""
+    lineno = 0
+    while raw := f.readline(MAX_LINE_BYTES + 1):
+        lineno += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise InvalidInputError(f"{path}, line {lineno}: longer than {MAX_LINE_BYTES:,} "
+                                    "bytes; split it into items (one is read up to "
+                                    "1,000,000 characters)")
+        yield lineno, raw
+
+
+def json_value(text: str | bytes, where: str) -> Any:
+    """json.loads, with bad JSON (and JSON nested too deeply to parse) an InvalidInputError."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
+                                ) from None
+    except RecursionError:
+        raise InvalidInputError(f"{where}: JSON nested too deeply") from None
+
+
 def _decoded_lines(path: Path, bad_lines: list[int]) -> Iterator[tuple[int, str]]:
     """(line number, text) for each line; lines that are not UTF-8 are decoded with
     errors="replace" and their numbers appended to `bad_lines`."""
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+        for lineno, raw in bounded_lines(f, path):
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             try:
@@ -75,11 +104,7 @@ def _field(value: Any, name: str, where: str) -> str:
 
 def _jsonl_item(line: str, where: str, default_source: str) -> Item:
     """One Item from one JSON line: an object with "text" (and "source"/"id"), or a string."""
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
-                                ) from None
+    value = json_value(line, where)
     if isinstance(value, str):
         text, source, item_id = value, default_source, ""
     elif isinstance(value, dict):
@@ -90,7 +115,7 @@ def _jsonl_item(line: str, where: str, default_source: str) -> Item:
                                     f"got {type(value['text']).__name__}")
         text = value["text"]
         source = _field(value.get("source"), "source", where) or default_source
-        item_id = _field(value.get("id"), "id", where)
+        item_id = checked_id(_field(value.get("id"), "id", where), where)
     else:
         raise InvalidInputError(f"{where}: expected a JSON object with \"text\" or a JSON "
                                 f"string, got {type(value).__name__}")
@@ -142,9 +167,12 @@ def _starts_with(path: Path, prefix: bytes) -> bool:
 
 def _json_array_items(path: Path) -> Iterator[Item]:
     """The items of a .json file holding one JSON array (objects with "text", or strings)."""
+    if path.stat().st_size > MAX_JSON_ARRAY_BYTES:
+        raise InvalidInputError(f"{path}: a JSON array of over {MAX_JSON_ARRAY_BYTES:,} bytes; "
+                                "write the items as JSON Lines (.jsonl), one a line")
     try:
-        values = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        values = json_value(path.read_text(encoding="utf-8-sig"), str(path))
+    except UnicodeDecodeError as exc:
         raise InvalidInputError(f"{path}: not a valid JSON array ({exc})") from None
     if not isinstance(values, list):
         raise InvalidInputError(f"{path}: expected a JSON array of items")

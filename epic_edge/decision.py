@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import ProfileError
+from epic_edge.errors import ProfileError, VerdictError
 from epic_edge.instructions import template_instruction
 from epic_edge.types import Preference, Verdict
 
@@ -41,6 +41,10 @@ def decide(item: str, candidates: Sequence[Preference], probs: Sequence[float], 
     has room: its entry is among the first the budget evicts (maintenance.retention_order)."""
     candidates = list(candidates)
     scores = np.asarray(probs, dtype=np.float64).reshape(-1)
+    if len(scores) != len(candidates) or not np.all((scores >= 0.0) & (scores <= 1.0)):
+        # NaN, inf or out of range: the model gave no probability, so nothing is decided
+        raise VerdictError(f"the verifier's P(Keep) is not a probability ({len(scores)} "
+                           f"scores for {len(candidates)} candidates)")
     p_keep = float(scores.max())
     cut = threshold if floor is None or p_keep >= threshold else floor
     if p_keep < cut:

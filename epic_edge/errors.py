@@ -13,6 +13,16 @@ class MemoryFileError(EpicEdgeError):
     """The memory file is missing, corrupt, from a newer schema, or locked."""
 
 
+class DamagedRowError(MemoryFileError):
+    """One stored row does not read back as written (a flipped bit, a cut value): reads skip
+    it and `epic-edge check` reports it; the rest of the memory stays readable."""
+
+
+class VerdictError(EpicEdgeError):
+    """A verifier answered, but not with a probability (NaN, no Keep/Discard word): a fault
+    on that item, which is not recorded as judged."""
+
+
 class EmbedderMismatchError(MemoryFileError):
     """The memory was built by a different embedder than the one given to open it."""
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from epic_edge.faults import judge, worth_trying
 from epic_edge.instructions import stored_form
-from epic_edge.items import expand
+from epic_edge.items import expand_items
 from epic_edge.maintenance import KEEP_THRESHOLD
 from epic_edge.stages import Candidate, coarse_filter, fine_verify, normalize_rows
 from epic_edge.store_writes import NewEntry
@@ -22,6 +23,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+
+@dataclass
+class Versions:
+    """The ids a batch brings: each id's items (its chunks) in the batch's last version of
+    it, and the id each of those items came under."""
+
+    keys: dict[str, set[bytes]] = field(default_factory=dict)
+    owner: dict[bytes, str] = field(default_factory=dict)
+    input_of: dict[str, int] = field(default_factory=dict)  # the batch input it came from
 
 
 class BatchIngester:
@@ -40,14 +51,14 @@ class BatchIngester:
         mem = self.memory
         stats = BatchStats()
         with self._timed(stats, "prepare"):
-            fresh, epoch = self._fresh_items(batch, stats)
-            changed = self._changed_items(fresh)
-        if not fresh:
+            fresh, epoch, versions = self._fresh_items(batch, stats)
+            changed = self._changed_items(versions)
+        if not fresh and not changed:
             return stats
         keys = list(fresh)
         texts = [fresh[key].text for key in keys]
         with self._timed(stats, "embed"):
-            vectors = mem.embedder.embed(texts)
+            vectors = mem.embedder.embed(texts) if texts else np.empty((0, mem.embedder.dim))
         prefs, pref_vectors = mem.steering.preferences, mem.steering.vectors
         with self._timed(stats, "filter"):
             candidates = coarse_filter(vectors, prefs, pref_vectors, mem.tau)
@@ -55,7 +66,7 @@ class BatchIngester:
         pending: list[tuple[bytes, int, str, float]] = []
         sure: float | None = None  # the verdicts' threshold (maintenance.KEEP_THRESHOLD)
         judged: list[bytes] = []
-        unjudged_ids: set[str] = set()
+        unjudged_ids: set[str] = set()  # ids of items with a part not judged
         for key, text, cands in zip(keys, texts, candidates):
             cands = self._not_yet_linked(key, cands)
             if not cands:
@@ -67,7 +78,7 @@ class BatchIngester:
                     verdict = self._verify(text, cands)
             if verdict is None:  # not judged: not in the ledger, so the next ingest retries it
                 stats.failed += 1
-                unjudged_ids.add(mem.store.sealer.id_hash(fresh[key].id))  # as stored
+                unjudged_ids.add(versions.owner.get(key, ""))
                 continue
             judged.append(key)
             stats.verified += 1
@@ -90,8 +101,10 @@ class BatchIngester:
         by_id = {p.id: p for p in prefs}
         entries = [NewEntry(k, pid, stored_form(inst, fresh[k].text, by_id[pid]), vec, conf)
                    for (k, pid, inst, conf), vec in zip(pending, entry_vectors)]
+        stored_ids = {k: mem.store.sealer.id_hash(item.id) for k, item in fresh.items()}
         with self._timed(stats, "consolidate"):
-            entries, refresh = self._consolidate(entries, mem.store.entries_of_items(replaced))
+            entries, refresh = self._consolidate(entries, mem.store.entries_of_items(replaced),
+                                                 stored_ids)
             stats.consolidated = len(pending) - len(entries)
         with self._timed(stats, "write"), mem.entry_index.lock:
             with mem.store.transaction() as conn:
@@ -127,21 +140,18 @@ class BatchIngester:
         instructions = np.asarray(mem.embedder.embed([p[2] for p in pending]), np.float32)
         return instructions if kind == "instruction" else normalize_rows(items + instructions)
 
-    def _changed_items(self, fresh: dict[bytes, Item]) -> dict[int, str]:
-        """Stored items whose id comes again with new content (row -> id): replaced, not kept
-        twice."""
-        ids = [self.memory.store.sealer.id_hash(item.id) for item in fresh.values() if item.id]
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        rows = self.memory.store.query(
-            f"SELECT id, content_hash, external_id FROM items WHERE external_id IN ({marks})", ids)
-        return {int(row_id): item_id for row_id, key, item_id in rows if bytes(key) not in fresh}
+    def _changed_items(self, versions: Versions) -> dict[int, str]:
+        """Stored items (and chunks) of an id this batch brings again that its new version
+        does not hold (row -> the id): replaced, not kept beside it."""
+        found = self.memory.store.rows_of_items(versions.keys)
+        return {row: item_id for item_id, rows in found.items()
+                for row, key in rows if key not in versions.keys[item_id]}
 
-    def _consolidate(self, entries: list[NewEntry], superseded: set[int]
-                     ) -> tuple[list[NewEntry], dict[int, float]]:
+    def _consolidate(self, entries: list[NewEntry], superseded: set[int],
+                     stored_ids: dict[bytes, str]) -> tuple[list[NewEntry], dict[int, float]]:
         """Merge near-duplicate instructions of one preference (cosine >= threshold): the
         stored entry is refreshed (newer timestamp, higher confidence) instead of adding one.
+        Only entries of items under the same id (none, mostly) merge: two ids are two items.
         Entries in `superseded` (of items this batch replaces) are never merged into."""
         threshold = self.memory.consolidate_threshold
         if threshold is None or not entries:
@@ -151,28 +161,43 @@ class BatchIngester:
         refresh: dict[int, float] = {}
         vectors = np.array([e.embedding for e in entries], np.float32)
         scores, ids = mem.entry_index.search(vectors, 4)
-        owners = mem.store.entry_preferences(int(i) for i in ids.ravel() if i >= 0)
+        owners = mem.store.entry_owners(int(i) for i in ids.ravel() if i >= 0)
         for n, entry in enumerate(entries):
-            pid = entry.preference_id
+            owner = (entry.preference_id, stored_ids[entry.item_key])
             match = next((int(i) for s, i in zip(scores[n], ids[n])
-                          if i >= 0 and s >= threshold and owners.get(int(i)) == pid
+                          if i >= 0 and s >= threshold and owners.get(int(i)) == owner
                           and int(i) not in superseded), None)
             if match is not None:
                 refresh[match] = max(refresh.get(match, 0.0), entry.confidence)
-            elif not any(k.preference_id == entry.preference_id
+            elif not any((k.preference_id, stored_ids[k.item_key]) == owner
                          and float(k.embedding @ entry.embedding) >= threshold for k in keep):
                 keep.append(entry)
         return keep, refresh
 
-    def _fresh_items(self, batch: list[Any], stats: BatchStats) -> tuple[dict[bytes, Item], int]:
-        """Clean and chunk the batch; keep items not yet judged under today's preferences."""
+    def _fresh_items(self, batch: list[Any], stats: BatchStats
+                     ) -> tuple[dict[bytes, Item], int, Versions]:
+        """Clean and chunk the batch; keep items not yet judged under today's preferences.
+        An id that comes twice in the batch keeps its last version (the earlier ones count
+        as duplicates)."""
         items: dict[bytes, Item] = {}
-        for item in expand(batch):
+        versions = Versions()
+        sealer = self.memory.store.sealer
+        for number, item_id, item in expand_items(batch):
             stats.seen += 1
+            if item_id and versions.input_of.get(item_id, number) != number:
+                for old in versions.keys.pop(item_id):  # an earlier version in this batch
+                    if items.pop(old, None) is not None:
+                        stats.duplicates += 1
+            if item_id:
+                versions.input_of[item_id] = number
+                versions.keys.setdefault(item_id, set())
             if item is None:
                 stats.rejected += 1
                 continue
-            key = self.memory.store.sealer.content_hash(item.text)
+            key = sealer.content_hash(item.text, item.id)
+            if item_id:
+                versions.keys[item_id].add(key)
+                versions.owner[key] = item_id
             if key in items:
                 stats.duplicates += 1
                 continue
@@ -180,7 +205,7 @@ class BatchIngester:
         epoch = self.memory.store.epoch
         unseen = self.memory.store.unseen(list(items), epoch)
         stats.duplicates += len(items) - len(unseen)
-        return {k: v for k, v in items.items() if k in unseen}, epoch
+        return {k: v for k, v in items.items() if k in unseen}, epoch, versions
 
     def _not_yet_linked(self, key: bytes, cands: list[Candidate]) -> list[Candidate]:
         """For an item seen before new preferences arrived, only judge the new ones."""

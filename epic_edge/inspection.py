@@ -10,65 +10,32 @@ import numpy as np
 
 from epic_edge import schema
 from epic_edge.errors import InvalidInputError
-from epic_edge.instructions import read_form
+from epic_edge.items import checked_id
 from epic_edge.maintenance import Budget
 from epic_edge.preference_edits import find_preference
 from epic_edge.stages import coarse_filter, fine_verify
-from epic_edge.types import Preference
+from epic_edge.store_reads import Entry  # noqa: F401 - Entry is part of this API
 
 if TYPE_CHECKING:
     from epic_edge.memory import Memory
 
 MAX_PAGE = 1_000  # entries per page of entries()
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One stored entry: an item kept for a preference, with its usage instruction.
-
-    `item_id` is the item's number in this memory (what `forget` takes); `external_id` is
-    the id the item was ingested with ("" when none).
-    """
-
-    entry_id: int
-    item_id: int
-    external_id: str
-    item_text: str
-    source: str
-    preference: Preference
-    instruction: str
-    confidence: float
-    created_at: float
-    updated_at: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+SQLITE_MAX_INT = 2**63 - 1  # the largest integer SQLite stores (a row number, an offset)
 
 
 def list_entries(
     memory: Memory, offset: int = 0, limit: int = 50, preference: int | str | None = None
 ) -> list[Entry]:
     """A page of entries, oldest first; only one preference's when `preference` is given."""
-    if offset < 0:
-        raise InvalidInputError("offset must be >= 0")
+    if not 0 <= offset <= SQLITE_MAX_INT:
+        raise InvalidInputError(f"offset must be between 0 and {SQLITE_MAX_INT}")
     if not 1 <= limit <= MAX_PAGE:
         raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
     where, params = "", []
     if preference is not None:
         where, params = "WHERE e.preference_id = ?", [find_preference(memory, preference).id]
-    rows = memory.store.query(
-        "SELECT e.id, i.id, i.external_id, i.text, i.source, p.id, p.text, e.instruction, "
-        "e.confidence, e.created_at, e.updated_at FROM entries e "
-        "JOIN items i ON i.id = e.item_id JOIN preferences p ON p.id = e.preference_id "
-        f"{where} ORDER BY e.id LIMIT ? OFFSET ?", [*params, limit, offset])
-    o = memory.store.sealer.open
-    entries = []
-    for r in rows:
-        item, pref = o(r[3]), Preference(int(r[5]), o(r[6]))
-        entries.append(Entry(int(r[0]), int(r[1]), r[2], item, o(r[4]), pref,
-                             read_form(o(r[7]), item, pref), float(r[8]), float(r[9]),
-                             float(r[10])))
-    return entries
+    return memory.store.checked_entries(f"{where} ORDER BY e.id LIMIT ? OFFSET ?",
+                                        [*params, limit, offset])
 
 
 def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:
@@ -77,23 +44,13 @@ def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:
     if isinstance(item, bool) or not isinstance(item, (int, str)):
         raise InvalidInputError(f"an item id is an int or a str, got {type(item).__name__}")
     store = memory.store
-    if isinstance(item, int):
-        rows = store.query("SELECT id, content_hash FROM items WHERE id=?", (item,))
-    elif not item.strip():
+    if isinstance(item, int):  # beyond SQLite's integers no item has that number
+        rows = (store.query("SELECT id, content_hash FROM items WHERE id=?", (item,))
+                if -SQLITE_MAX_INT <= item <= SQLITE_MAX_INT else [])
+    elif not checked_id(item, "forget").strip():
         raise InvalidInputError("the item id is empty")
-    elif not store.sealer.enabled:
-        rows = store.query("SELECT id, content_hash FROM items WHERE external_id = ? "
-                           "OR substr(external_id, 1, ?) = ?", (item, len(item) + 1, f"{item}#"))
-    else:  # ids are keyed hashes: look up the id, then its chunks "<id>#0", "#1", ... in turn
-        rows, start = store.query("SELECT id, content_hash FROM items WHERE external_id = ?",
-                                  (store.sealer.id_hash(item),)), 0
-        while True:
-            names = [store.sealer.id_hash(f"{item}#{n}") for n in range(start, start + 256)]
-            found = store.query("SELECT id, content_hash FROM items WHERE external_id IN "
-                                f"({','.join('?' * len(names))})", names)
-            if not found:
-                break
-            rows, start = rows + found, start + 256
+    else:
+        return store.rows_of_items([item])[item]
     return [(int(r[0]), bytes(r[1])) for r in rows]
 
 
@@ -153,8 +110,7 @@ def explain(memory: Memory, text: str) -> Explanation:
     table = [{"id": p.id, "text": p.text, "similarity": round(float(s), 4),
               "passes": bool(s >= memory.tau)} for p, s in zip(prefs, sims)]
     table.sort(key=lambda row: -row["similarity"])
-    key = memory.store.sealer.content_hash(clean)
-    stored = sorted(memory.store.linked_preferences(key))
+    stored = sorted(memory.store.preferences_holding(clean))
     if not candidates:
         best = table[0]
         return Explanation(clean, memory.tau, table, [], None, None, None, [], stored,

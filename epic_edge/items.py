@@ -44,6 +44,15 @@ def without_surrogates(text: str, what: str = "an item") -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+def checked_id(item_id: str, where: str = "an item") -> str:
+    """An item's id as given; InvalidInputError when it holds lone surrogates. An id is the
+    item's identity, so unlike text it cannot take U+FFFD for them: two ids would become one."""
+    if _SURROGATE.search(item_id):
+        raise InvalidInputError(f"{where}: the id {ascii(item_id)[:80]} holds lone surrogates "
+                                "(not Unicode text); give ids as text")
+    return item_id
+
+
 def _optional(value: Any) -> str:
     """An optional field of an item record: absent or None is "" (never the text "None")."""
     return "" if value is None else str(value)
@@ -78,21 +87,38 @@ def to_item(raw: Any) -> Item:
         log.warning("an item of %d characters was cut to the first %d", len(item.text),
                     MAX_ITEM_CHARS)
     return Item(without_surrogates(_control_free(item.text[:MAX_ITEM_CHARS])),
-                without_surrogates(item.source, "an item's source"),
-                without_surrogates(item.id, "an item's id"))
+                without_surrogates(item.source, "an item's source"), checked_id(item.id))
 
 
 def expand(items: Iterable[Any]) -> Iterator[Item | None]:
     """Clean items, split long ones into chunks; yields None for an empty item (a skip)."""
-    for raw in items:
+    for _, _, item in expand_items(items):
+        yield item
+
+
+def expand_items(items: Iterable[Any]) -> Iterator[tuple[int, str, Item | None]]:
+    """expand(), each item with the number of the input it came from and that input's id
+    (its chunks' ids are "<id>#<n>"): the id names the item across its versions."""
+    for number, raw in enumerate(items):
         item = to_item(raw)
         text = " ".join(item.text.split())
         if not text:
-            yield None
+            yield number, item.id, None
             continue
         if len(text.split()) <= MAX_ITEM_WORDS:
-            yield Item(text, item.source, item.id)
+            yield number, item.id, Item(text, item.source, item.id)
             continue
         for n, chunk in enumerate(chunk_text(text, CHUNK_WORDS)):
             # an item without an id gives chunks without one: no two documents share "#0"
-            yield Item(chunk, item.source, f"{item.id}#{n}" if item.id else "")
+            yield number, item.id, Item(chunk, item.source, chunk_id(item.id, n))
+
+
+def chunk_id(item_id: str, n: int) -> str:
+    """The id of chunk n of an item: "<id>#<n>"; none for an item without an id."""
+    return f"{item_id}#{n}" if item_id else ""
+
+
+def of_item(stored_id: str, item_id: str) -> bool:
+    """Whether a stored (clear) id is `item_id` or one of its chunks' ids."""
+    base, mark, n = stored_id.rpartition("#")
+    return stored_id == item_id or (bool(mark) and n.isdecimal() and base == item_id)

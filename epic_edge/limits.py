@@ -11,6 +11,7 @@ MAX_PREFERENCE_CHARS = 2_000
 MAX_QUESTION_CHARS = 8_000
 MAX_PREFERENCES = 1_000  # steering is O(preferences) per query; beyond this, split memories
 MAX_K = 1_000  # hits per lookup; the index allocates k slots per query
+MAX_BATCH = 100_000  # items per ingest transaction; one batch is held in memory
 
 
 def clean_text(text: Any, what: str, limit: int) -> str:

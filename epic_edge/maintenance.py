@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from epic_edge.errors import MemoryFileError
+from epic_edge.errors import DamagedRowError
+from epic_edge.row_checks import CHECKED, columns, intact
 from epic_edge.store import MemoryStore
 from epic_edge.vectors import decode
 
@@ -136,6 +137,30 @@ def evict_to_budget(store: MemoryStore, entries: EntryIndex, budget: Budget,
     return evicted
 
 
+def damaged_rows(store: MemoryStore, dim: int) -> list[str]:
+    """A problem for each row of preferences, items and entries whose cells do not match its
+    checksum, whose text does not open or whose vector does not decode to a unit vector."""
+    problems = []
+    texts = {"preferences": (0,), "items": (0, 1), "entries": (2,)}
+    vectors = {"preferences": (1, "float32"), "entries": (3, store.vector_format)}
+    for table in CHECKED:
+        for row_id, *values, checksum in store.query(
+                f"SELECT id, {columns(table)}, {store.checksum_column(table)} FROM {table}"):
+            try:
+                if not intact(values, checksum):
+                    raise DamagedRowError("its cells do not match its checksum")
+                for n in texts[table]:
+                    store.sealer.open(values[n])
+                if table in vectors:
+                    n, fmt = vectors[table]
+                    vector = decode(store.open_vector(values[n]), dim, fmt)
+                    if abs(float(np.linalg.norm(vector)) - 1) > 1e-3:
+                        raise DamagedRowError("embedding is not a unit vector")
+            except DamagedRowError as exc:
+                problems.append(f"{table} row {row_id} is damaged: {exc}")
+    return problems
+
+
 @dataclass
 class CheckReport:
     """What `epic-edge check` found; ok when `problems` is empty."""
@@ -161,16 +186,7 @@ def check(store: MemoryStore, indexed: int | None = None) -> CheckReport:
     if dim_text is None or store.get_meta("embedder") is None:
         report.problems.append("meta lacks the embedder fingerprint or dim")
         return report
-    dim = int(dim_text)
-    for table, fmt in (("preferences", "float32"), ("entries", store.vector_format)):
-        for row_id, blob in store.query(f"SELECT id, embedding FROM {table}"):
-            try:
-                vector = decode(store.open_vector(blob), dim, fmt)
-            except MemoryFileError as exc:
-                report.problems.append(f"{table} row {row_id}: {exc}")
-                continue
-            if not np.isfinite(vector).all() or abs(float(np.linalg.norm(vector)) - 1) > 1e-3:
-                report.problems.append(f"{table} row {row_id}: embedding is not a unit vector")
+    report.problems += damaged_rows(store, int(dim_text))
     orphans = store.query("SELECT COUNT(*) FROM items WHERE id NOT IN "
                           "(SELECT DISTINCT item_id FROM entries)")[0][0]
     if orphans:

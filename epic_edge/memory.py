@@ -14,7 +14,7 @@ from epic_edge.entry_index import EntryIndex
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester
 from epic_edge.lexical import LexicalEvidence
-from epic_edge.limits import MAX_K, MAX_QUESTION_CHARS, clean_text, one_or_many
+from epic_edge.limits import MAX_BATCH, MAX_K, MAX_QUESTION_CHARS, clean_text, one_or_many
 from epic_edge.maintenance import (
     DEFAULT_HALF_LIFE_DAYS,
     Budget,
@@ -195,8 +195,8 @@ class Memory(inspection.Inspecting):
         A lone str, bytes, Item or dict is one item.
         """
         items = one_or_many(items, (str, bytes, bytearray, Item, dict))
-        if batch_size < 1:
-            raise InvalidInputError("batch_size must be at least 1")
+        if not 1 <= batch_size <= MAX_BATCH:
+            raise InvalidInputError(f"batch_size must be between 1 and {MAX_BATCH}")
         if not self.steering.preferences:
             raise InvalidInputError("add at least one preference before ingesting items")
         self.sync()
@@ -276,8 +276,9 @@ class Memory(inspection.Inspecting):
         """Write the whole memory (preferences, items, entries) to a JSONL file (owner-only)."""
         return transfer.export_memory(self, path)
 
-    def import_jsonl(self, path: str | Path) -> dict[str, int]:
-        """Merge an `export_jsonl` file into this memory; re-embeds if the embedder differs."""
+    def import_jsonl(self, path: str | Path | transfer.Export) -> dict[str, int]:
+        """Merge an `export_jsonl` file into this memory (all of it or, on error, nothing);
+        re-embeds if the embedder differs."""
         return transfer.import_memory(self, path)
 
     # -- upkeep (entries, forget, explain, footprint, info: inspection.Inspecting) ----------

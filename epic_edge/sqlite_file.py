@@ -22,16 +22,29 @@ _PRAGMAS = (
 )
 
 
-def create_private(path: Path) -> None:
+def create_private(path: Path) -> Path:
     """Create a missing file 0600 and its missing folders 0700 (owner only), before SQLite
-    creates it with the umask's mode; SQLite gives its -wal and -shm files the file's mode."""
-    missing = [p for p in path.parents if not p.exists()]
+    creates it with the umask's mode; SQLite gives its -wal and -shm files the file's mode.
+    A symlink is followed: the file it points to is the one created owner-only (and SQLite,
+    which follows it too, puts the -wal and -shm files beside it). Returns that path."""
+    target = Path(os.path.realpath(path))
+    missing = [p for p in target.parents if not p.exists()]
     for folder in reversed(missing):
         folder.mkdir(mode=0o700, exist_ok=True)
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
     except FileExistsError:
         pass
+    return target
+
+
+def _text_or_bytes(data: bytes) -> str | bytes:
+    """A TEXT cell as str; one that is not UTF-8 (damaged) as its bytes, which the reads of
+    its row then find damaged, where an error would stop the whole query."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
 
 
 class SQLiteFile:
@@ -49,29 +62,33 @@ class SQLiteFile:
         try:
             if self.path.is_dir():
                 raise MemoryFileError(f"{self.path} is a folder; give the memory file's path")
-            if self.path.exists() and self.path.stat().st_size > 0:
+            existed = self.path.exists() and self.path.stat().st_size > 0
+            if existed:
                 with open(self.path, "rb") as fh:
                     if fh.read(16) != b"SQLite format 3\x00":
                         raise MemoryFileError(f"{self.path} is not an epic-edge memory file")
             elif read_only and not self.path.is_file():
                 raise MemoryFileError(f"no memory file at {self.path}")
-            if not read_only:
-                create_private(self.path)
+            target = self.path if read_only else create_private(self.path)
         except OSError as exc:  # a folder that cannot exist (/proc/...), no permission, ...
             raise MemoryFileError(f"cannot open memory file {self.path}: "
                                   f"{exc.strerror or exc}") from exc
         self._lock = threading.RLock()
         try:
             if read_only:
-                target, uri = f"file:{quote(os.fsencode(self.path.resolve()))}?mode=ro", True
+                name, uri = f"file:{quote(os.fsencode(self.path.resolve()))}?mode=ro", True
             else:
-                target, uri = str(self.path), False
-            self.conn = sqlite3.connect(target, timeout=timeout, check_same_thread=False,
+                name, uri = str(target), False
+            self.conn = sqlite3.connect(name, timeout=timeout, check_same_thread=False,
                                         isolation_level=None, uri=uri)
+            self.conn.text_factory = _text_or_bytes
         except sqlite3.DatabaseError as exc:
             raise MemoryFileError(f"cannot open memory file {self.path}: {exc}") from exc
         try:
             with self._translate():
+                problem = self.foreign(self.conn) if existed and not read_only else None
+                if problem:  # checked before WAL is switched on: the file stays as it was
+                    raise MemoryFileError(f"{self.path} {problem}")
                 for pragma in _PRAGMAS if read_only else (_WAL, *_PRAGMAS):
                     self.conn.execute(pragma)
                 result = self.conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -81,6 +98,11 @@ class SQLiteFile:
             self.conn.close()
             raise
         self.data_version = self._data_version()
+
+    def foreign(self, conn: sqlite3.Connection) -> str | None:
+        """Why an existing SQLite file is not this kind of file (a subclass says), before
+        anything is written to it; None when it is."""
+        return None
 
     @contextmanager
     def _translate(self) -> Iterator[None]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from epic_edge.errors import VerdictError
 from epic_edge.protocols import Verifier
 from epic_edge.types import Preference, Verdict
 
@@ -59,6 +60,8 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
         raise ValueError("fine_verify is only for items that passed the coarse filter")
     prefs = [c.preference for c in candidates]
     verdict = verifier.verify(item, prefs)
+    if not isinstance(verdict.confidence, (int, float)) or not math.isfinite(verdict.confidence):
+        raise VerdictError("the verifier's confidence is not a number")  # not judged
     allowed = {p.id for p in prefs}
     kept = [pid for pid in verdict.preference_ids if pid in allowed]
     kept = [pid for pid in dict.fromkeys(kept) if verdict.instructions.get(pid, "").strip()]

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from epic_edge import schema
 from epic_edge.crypto import Sealer
-from epic_edge.errors import EmbedderMismatchError, MemoryFileError
-from epic_edge.instructions import read_form
+from epic_edge.errors import DamagedRowError, EmbedderMismatchError, MemoryFileError
+from epic_edge.items import chunk_id, of_item
 from epic_edge.sqlite_file import SQLiteFile
+from epic_edge.store_reads import CheckedReads
 from epic_edge.store_writes import StoreWrites
 from epic_edge.types import Preference
 from epic_edge.vectors import (
@@ -24,13 +25,19 @@ from epic_edge.vectors import (
 )
 
 
+def _parts(values: list, size: int) -> Iterator[list]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
 def from_blob(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
     return decode(blob, dim, fmt)
 
 
-class MemoryStore(StoreWrites, SQLiteFile):
-    """The memory's schema over a SQLiteFile: opening, meta and reads here; the writes made
-    inside `transaction()` in StoreWrites."""
+class MemoryStore(StoreWrites, CheckedReads, SQLiteFile):
+    """The memory's schema over a SQLiteFile: opening, meta and reads here (each row checked
+    against its checksum: CheckedReads); the writes made inside `transaction()` in
+    StoreWrites."""
 
     def __init__(
         self, path: str | Path, *, key: bytes | None = None, timeout: float = 10.0,
@@ -53,10 +60,15 @@ class MemoryStore(StoreWrites, SQLiteFile):
                     schema.seal_vectors_and_ids(conn, self.sealer)
                 self.vacuum()  # no clear copy of a vector or id stays in free pages or the WAL
                 self.vectors_sealed = True
+            with self._lock, self._translate():
+                self.checksummed = schema.has_row_checksums(self.conn)
         except BaseException:
             self.conn.close()
             raise
         self._vector_format: str | None = None
+
+    def foreign(self, conn: sqlite3.Connection) -> str | None:
+        return schema.foreign(conn)
 
     def _check_readable(self) -> None:
         """A read-only open changes nothing: the file must be a memory in a layout read here."""
@@ -139,19 +151,28 @@ class MemoryStore(StoreWrites, SQLiteFile):
 
     # -- reads --------------------------------------------------------------------------
     def preferences(self, dim: int) -> tuple[list[Preference], np.ndarray]:
-        rows = self.query("SELECT id, text, embedding FROM preferences WHERE active=1 ORDER BY id")
-        prefs = [Preference(int(r[0]), self.sealer.open(r[1])) for r in rows]
-        vectors = (np.stack([from_blob(self.open_vector(r[2]), dim) for r in rows]) if rows
-                   else np.empty((0, dim)))
-        return prefs, vectors.astype(np.float32)
+        def one(row: tuple) -> tuple[Preference, np.ndarray]:
+            return (Preference(int(row[0]), self.sealer.open(row[1])),
+                    from_blob(self.open_vector(row[2]), dim))
+
+        rows = self.intact_rows("preferences", tail="WHERE active=1 ORDER BY id")
+        read = [self.checked("preferences", r[0], r[1:], None, one, r) for r in rows]
+        read = [pair for pair in read if pair is not None]
+        vectors = np.stack([v for _, v in read]) if read else np.empty((0, dim))
+        return [p for p, _ in read], vectors.astype(np.float32)
 
     def entry_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
-        rows = self.query("SELECT id, embedding FROM entries ORDER BY id")
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
         fmt = self.vector_format
-        vectors = (np.stack([decode(self.open_vector(r[1]), dim, fmt) for r in rows]) if rows
-                   else np.empty((0, dim)))
+        read = [(r[0], self.checked("entries", r[0], r[1:], None, self.entry_vector_of, r[4],
+                                    dim, fmt))
+                for r in self.intact_rows("entries", tail="ORDER BY id")]
+        read = [(i, v) for i, v in read if v is not None]
+        ids = np.array([i for i, _ in read], dtype=np.int64)
+        vectors = np.stack([v for _, v in read]) if read else np.empty((0, dim))
         return ids, vectors.astype(np.float32)
+
+    def entry_vector_of(self, blob: bytes, dim: int, fmt: str) -> np.ndarray:
+        return decode(self.open_vector(blob), dim, fmt)
 
     def open_vector(self, blob: bytes) -> bytes:
         """A stored vector's bytes, unsealed when the file seals them."""
@@ -162,8 +183,7 @@ class MemoryStore(StoreWrites, SQLiteFile):
 
     def entry_texts(self) -> dict[int, str]:
         """entry id -> its item's text, for every entry."""
-        rows = self.query("SELECT e.id, i.text FROM entries e JOIN items i ON i.id = e.item_id")
-        return {int(r[0]): self.sealer.open(r[1]) for r in rows}
+        return {e.entry_id: e.item_text for e in self.checked_entries("")}
 
     def entry_confidences(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(entry ids, sorted; the preference id each is filed under; its confidence)."""
@@ -177,18 +197,9 @@ class MemoryStore(StoreWrites, SQLiteFile):
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        rows = self.query(
-            "SELECT e.id, e.instruction, e.confidence, i.text, i.source, p.id, p.text "
-            "FROM entries e JOIN items i ON i.id = e.item_id "
-            f"JOIN preferences p ON p.id = e.preference_id WHERE e.id IN ({marks})",
-            ids,
-        )
-        o = self.sealer.open
-        out = {}
-        for r in rows:
-            item, pref = o(r[3]), Preference(r[5], o(r[6]))
-            out[r[0]] = (r[0], read_form(o(r[1]), item, pref), r[2], item, o(r[4]), r[5], pref.text)
-        return out
+        return {e.entry_id: (e.entry_id, e.instruction, e.confidence, e.item_text, e.source,
+                             e.preference.id, e.preference.text)
+                for e in self.checked_entries(f"WHERE e.id IN ({marks})", ids)}
 
     def unseen(self, keys: list[bytes], epoch: int) -> set[bytes]:
         """The keys not yet judged under the current preference epoch."""
@@ -200,14 +211,47 @@ class MemoryStore(StoreWrites, SQLiteFile):
                           [epoch, *by_key])
         return set(keys) - {by_key[int(r[0])] for r in done}
 
-    def entry_preferences(self, ids: Iterable[int]) -> dict[int, int]:
-        """entry id -> preference id."""
+    def entry_owners(self, ids: Iterable[int]) -> dict[int, tuple[int, str]]:
+        """entry id -> (preference id, its item's id as stored)."""
         ids = list(ids)
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        rows = self.query(f"SELECT id, preference_id FROM entries WHERE id IN ({marks})", ids)
-        return {int(r[0]): int(r[1]) for r in rows}
+        rows = self.query("SELECT e.id, e.preference_id, i.external_id FROM entries e JOIN "
+                          f"items i ON i.id = e.item_id WHERE e.id IN ({marks})", ids)
+        return {int(r[0]): (int(r[1]), str(r[2])) for r in rows}
+
+    def rows_of_items(self, item_ids: Iterable[str]) -> dict[str, list[tuple[int, bytes]]]:
+        """item id -> (row, content hash) of each stored item ingested under it or as one of
+        its chunks "<id>#<n>" (with a key, ids are keyed hashes: looked up 256 chunks at a
+        time while chunks are found)."""
+        found: dict[str, list[tuple[int, bytes]]] = {i: [] for i in item_ids if i}
+        if not self.sealer.enabled:
+            for part in _parts(sorted(found), 200):  # ids, and ids in ["<id>#", "<id>$")
+                ranges = " OR (external_id > ? AND external_id < ?)" * len(part)
+                rows = self.query(
+                    "SELECT id, content_hash, external_id FROM items WHERE external_id IN "
+                    f"({','.join('?' * len(part))}){ranges}",
+                    [*part, *(bound for i in part for bound in (f"{i}#", f"{i}$"))])
+                for row, key, stored in rows:
+                    owner = stored if stored in found else stored.rpartition("#")[0]
+                    if owner in found and of_item(stored, owner):
+                        found[owner].append((int(row), bytes(key)))
+            return found
+        h, start = self.sealer.id_hash, 0
+        names = {h(i): i for i in found}
+        while names:
+            hit = set()
+            for part in _parts(list(names), 500):
+                for row, key, stored in self.query(
+                        "SELECT id, content_hash, external_id FROM items WHERE external_id IN "
+                        f"({','.join('?' * len(part))})", part):
+                    found[names[stored]].append((int(row), bytes(key)))
+                    hit.add(names[stored])
+            more = set(found) if start == 0 else hit  # chunks run on: look at the next 256
+            names = {h(chunk_id(i, n)): i for i in more for n in range(start, start + 256)}
+            start += 256
+        return found
 
     def linked_preferences(self, key: bytes) -> set[int]:
         rows = self.query(
@@ -216,6 +260,20 @@ class MemoryStore(StoreWrites, SQLiteFile):
             (key,),
         )
         return {int(r[0]) for r in rows}
+
+    def preferences_holding(self, text: str) -> set[int]:
+        """Ids of the preferences an item of this (whitespace-normalised) text is stored
+        under, with or without an id (the items under an id are opened to compare)."""
+        found = self.linked_preferences(self.sealer.content_hash(text))
+        rows = self.query("SELECT i.text, e.preference_id FROM entries e JOIN items i ON "
+                          "i.id = e.item_id WHERE i.external_id != ''")
+        for stored, preference_id in rows:
+            try:
+                if self.sealer.open(stored) == text:
+                    found.add(int(preference_id))
+            except DamagedRowError:  # `epic-edge check` reports it
+                continue
+        return found
 
     def entries_of_items(self, item_ids: Iterable[int]) -> set[int]:
         """Ids of the entries of these items."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from epic_edge import schema
+from epic_edge.row_checks import columns, intact, row_sum
 from epic_edge.vectors import encode
 
 # The judged-items ledger stays bounded so a long stream does not grow the file.
@@ -37,12 +38,15 @@ class StoreWrites:
 
     def preference_ids_by_text(self, conn: sqlite3.Connection) -> dict[str, int]:
         rows = conn.execute("SELECT id, text FROM preferences").fetchall()
-        return {self.sealer.open(text): int(pid) for pid, text in rows}
+        opened = ((self.checked("preferences", pid, (), None, self.sealer.open, text), pid)
+                  for pid, text in rows)  # its checksum: read by preferences()
+        return {text: int(pid) for text, pid in opened if text is not None}
 
     def insert_preference(self, conn: sqlite3.Connection, text: str, vector: np.ndarray) -> int:
+        cells = (self.sealer.seal(text), self.seal_vector(encode(vector, "float32")))
         cur = conn.execute(
-            "INSERT INTO preferences(text, embedding, created_at) VALUES (?, ?, ?)",
-            (self.sealer.seal(text), self.seal_vector(encode(vector, "float32")), time.time()),
+            "INSERT INTO preferences(text, embedding, created_at, checksum) VALUES (?, ?, ?, ?)",
+            (*cells, time.time(), row_sum(cells)),
         )
         # a new preference may make old items relevant: judge them again when they return
         self.set_meta(conn, "epoch", self.epoch + 1)
@@ -72,6 +76,20 @@ class StoreWrites:
             conn.execute("DELETE FROM items WHERE id=?", (item_id,))
         return entry_ids
 
+    def _refresh(self, conn: sqlite3.Connection, refresh: dict[int, float], now: float) -> None:
+        """Raise entries' confidence to at least the given one (a near-duplicate came again),
+        with their checksums; a damaged entry is left as it is (`check` reports it)."""
+        marks = ",".join("?" * len(refresh))
+        rows = conn.execute(f"SELECT id, {columns('entries')}, checksum FROM entries WHERE id "
+                            f"IN ({marks})", list(refresh)).fetchall() if refresh else []
+        updates = []
+        for entry_id, *cells, checksum in rows:
+            if intact(cells, checksum):
+                cells[-1] = max(float(cells[-1]), float(refresh[entry_id]))
+                updates.append((cells[-1], now, row_sum(cells), entry_id))
+        conn.executemany("UPDATE entries SET confidence = ?, updated_at = ?, checksum = ? "
+                         "WHERE id = ?", updates)
+
     def write_batch(
         self,
         conn: sqlite3.Connection,
@@ -88,32 +106,29 @@ class StoreWrites:
         in the order of `entries`.
         """
         now = time.time()
+        rows = [(self.sealer.seal(t), self.sealer.seal(s), self.sealer.id_hash(x), key)
+                for key, (t, s, x) in items.items()]
         conn.executemany(
-            "INSERT OR IGNORE INTO items(text, source, external_id, content_hash, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [(self.sealer.seal(t), self.sealer.seal(s), self.sealer.id_hash(x), key, now)
-             for key, (t, s, x) in items.items()],
-        )
+            "INSERT OR IGNORE INTO items(text, source, external_id, content_hash, created_at, "
+            "checksum) VALUES (?, ?, ?, ?, ?, ?)", [(*row, now, row_sum(row)) for row in rows])
         new_ids: list[int] = []
         for entry in entries:
             item_id = conn.execute(
                 "SELECT id FROM items WHERE content_hash=?", (entry.item_key,)
             ).fetchone()[0]
+            cells = (item_id, entry.preference_id, self.sealer.seal(entry.instruction),
+                     self.seal_vector(encode(entry.embedding, self.vector_format)),
+                     float(entry.confidence))
             cur = conn.execute(
                 "INSERT INTO entries(item_id, preference_id, instruction, embedding, confidence, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "created_at, updated_at, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(item_id, preference_id) DO UPDATE SET "
                 "instruction=excluded.instruction, embedding=excluded.embedding, "
-                "confidence=excluded.confidence, updated_at=? RETURNING id",
-                (item_id, entry.preference_id, self.sealer.seal(entry.instruction),
-                 self.seal_vector(encode(entry.embedding, self.vector_format)),
-                 entry.confidence, now, now, now),
+                "confidence=excluded.confidence, checksum=excluded.checksum, updated_at=? "
+                "RETURNING id", (*cells, now, now, row_sum(cells), now),
             )
             new_ids.append(int(cur.fetchone()[0]))
-        conn.executemany(
-            "UPDATE entries SET confidence = MAX(confidence, ?), updated_at = ? WHERE id = ?",
-            [(conf, now, entry_id) for entry_id, conf in (refresh or {}).items()],
-        )
+        self._refresh(conn, refresh or {}, now)
         seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM judged").fetchone()[0]
         conn.executemany(
             "INSERT OR REPLACE INTO judged(key, epoch, seq) VALUES (?, ?, ?)",

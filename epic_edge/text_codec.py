@@ -7,7 +7,7 @@ import zlib
 from functools import cache
 from importlib import resources
 
-from epic_edge.errors import MemoryFileError
+from epic_edge.errors import DamagedRowError, MemoryFileError
 
 # b"\xff" never starts UTF-8 text, so a packed value is told from a plain one (an encrypted
 # file's plaintext of schema 3 or older) by its first byte; the second names the dictionary
@@ -56,5 +56,5 @@ def unpack(data: bytes) -> str:
             raise zlib.error("truncated stream" if not inflate.eof else "bytes after its end")
         return raw.decode("utf-8", "surrogatepass")
     except (zlib.error, UnicodeDecodeError) as exc:
-        raise MemoryFileError(f"a stored text does not decompress ({exc}): the file is "
+        raise DamagedRowError(f"a stored text does not decompress ({exc}): the row is "
                               "damaged") from exc

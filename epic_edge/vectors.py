@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from epic_edge.errors import InvalidInputError, MemoryFileError
+from epic_edge.errors import DamagedRowError, InvalidInputError
 
 VECTOR_FORMATS = ("float32", "float16", "int8")
 # What an entry is indexed by: the kept item's own vector, its instruction's, or both summed
@@ -47,16 +47,20 @@ def encode(vector: np.ndarray, fmt: str = "float32") -> bytes:
 def decode(blob: bytes, dim: int, fmt: str = "float32") -> np.ndarray:
     """Bytes to a float32 vector, renormalised to unit length for float16 and int8."""
     if len(blob) != bytes_per_vector(fmt, dim):
-        raise MemoryFileError(
+        raise DamagedRowError(
             f"stored {fmt} vector has {len(blob)} bytes, expected {bytes_per_vector(fmt, dim)} "
             f"for dim {dim}"
         )
     if fmt == "float32":
-        return np.frombuffer(blob, dtype="<f4")
-    if fmt == "float16":
+        v = np.frombuffer(blob, dtype="<f4")
+    elif fmt == "float16":
         v = np.frombuffer(blob, dtype="<f2").astype(np.float32)
     else:
         scale = np.frombuffer(blob[:4], dtype="<f4")[0]
         v = np.frombuffer(blob[4:], dtype=np.int8).astype(np.float32) * scale
+    if not np.isfinite(v).all():
+        raise DamagedRowError(f"a stored {fmt} vector holds values that are not finite")
+    if fmt == "float32":
+        return v
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v

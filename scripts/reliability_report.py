@@ -1,11 +1,12 @@
 """Regenerate RELIABILITY.md: kill runs, fuzz cases, concurrency runs, verification faults,
-concurrent edits, eviction behaviour, privacy at rest, network.
+second-order faults, concurrent edits, eviction behaviour, privacy at rest, network.
 
     .venv/bin/python scripts/reliability_report.py [--kills 100] [--concurrency 5]
 
 Runs the same harnesses as the test suite (tests/crash_harness.py, tests/fault_harness.py,
-tests/test_fuzz.py, tests/test_concurrency.py, tests/test_privacy_at_rest.py,
-tests/network_watch.py), at full length, and writes RELIABILITY.md at the repo root. The
+tests/second_order_harness.py, tests/second_order_cli.py, tests/test_fuzz.py,
+tests/test_concurrency.py, tests/test_privacy_at_rest.py, tests/network_watch.py), at full
+length, and writes RELIABILITY.md at the repo root. The
 network section needs the linux-cpu models ($EPIC_EDGE_MODELS) and, to see native code, strace.
 """
 
@@ -30,6 +31,8 @@ import test_fuzz  # noqa: E402
 from crash_harness import open_fake_memory, run_kill_trials  # noqa: E402
 from fault_harness import run_concurrent_edits, run_verification_faults  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
+from second_order_cli import CLI_CASES  # noqa: E402
+from second_order_harness import CASES, OTHER  # noqa: E402
 
 
 def machine() -> str:
@@ -72,15 +75,20 @@ def verification_faults(rounds: int) -> tuple[str, list[str]]:
     with tempfile.TemporaryDirectory() as tmp:
         stats = run_verification_faults(Path(tmp), rounds)
     rows = "\n".join(f"| {name} | {rounds} | {count} |" for name, count in stats.per_fault.items())
+    bad = stats.lost or stats.recorded_as_judged or stats.kept_without_verdict
     notes = ([f"verification faults: {stats.lost} items lost, {stats.recorded_as_judged} "
-              "failed items recorded as judged"] if stats.lost or stats.recorded_as_judged else [])
+              f"failed items recorded as judged, {stats.kept_without_verdict} kept without a "
+              "verdict"] if bad else [])
     return f"""## Faults during verification
 
 Each run ingests one batch of 16 items (2 preferences) with a broken verifier, then again
 once it works, and compares the memory with a control that never saw the fault
 (tests/fault_harness.py; consolidation off, so the kept items are the verifier's decisions).
 A failed item is counted in `BatchStats.failed`, is not recorded as judged, and the next
-ingest judges it; a verifier that cannot be built stops the ingest with its message.
+ingest judges it; a verifier that cannot be built stops the ingest with its message. A
+verifier that answers without a probability (a llama.cpp server on loopback answering NaN
+log-probabilities, an empty top list, or none of the Keep/Discard words) fails the item the
+same way: its answer is no verdict.
 
 | fault | runs | items not judged (failed, or not tried after 3 failures in a row) |
 |---|---|---|
@@ -88,7 +96,35 @@ ingest judges it; a verifier that cannot be built stops the ingest with its mess
 
 Runs {stats.runs}; items not judged because of a fault (cases) {stats.failed_items}; of
 them recorded as judged **{stats.recorded_as_judged}**; items lost once the fault was fixed
-**{stats.lost}**.
+**{stats.lost}**; items kept that the control discarded **{stats.kept_without_verdict}**.
+""", notes
+
+
+def second_order_faults() -> tuple[str, list[str]]:
+    """Each case of issue 42 run once, its tally as a row."""
+    rows, notes = [], []
+    for name, case in {**CASES, **CLI_CASES}.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            t = case(Path(tmp))
+        other = f"{t.other} ({OTHER[case]})" if case in OTHER else str(t.other)
+        rows.append(f"| {name} | {t.runs} | **{t.lost}** | **{t.weakened}** | **{t.foreign}** | "
+                    f"**{t.tracebacks}** | {other} |")
+        if t.lost or t.weakened or t.foreign or t.tracebacks or t.other:
+            notes.append(f"{name}: {t}")
+    return f"""## Second-order faults
+
+Answers that lie, paths that point elsewhere, bits that flip (tests/second_order_harness.py,
+tests/second_order_cli.py; the CLI cases run `epic-edge` in-process over the fake embedder).
+Lost: items that should be there and are not (a clear refusal is no loss); weakened: files
+epic-edge created or wrote that others may read; foreign: another application's file (SQLite
+or text) changed, or a memory created at a path by a command that starts none (only `prefs
+add`, `ingest`, `restore` and `serve` do); tracebacks: an error that was not one line.
+A damaged row (its cells against its checksum, schema 5) is reported by `check` and left out
+by reads; a file from before keeps its rows unchecked.
+
+| case | cases run | items lost | files weakened | foreign files changed | tracebacks | other |
+|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
 """, notes
 
 
@@ -160,6 +196,7 @@ def main() -> int:
     con_ok, con_runs, con_notes = concurrency(args.concurrency)
     faults, fault_notes = verification_faults(args.fault_rounds)
     edits, edit_notes = concurrent_edits(args.edit_runs)
+    second, second_notes = second_order_faults()
     evict = eviction()
     at_rest, net = privacy_report.privacy_at_rest(), privacy_report.network()
     text = f"""# Reliability report
@@ -188,6 +225,7 @@ re-runs the whole ingest and compares with an uninterrupted reference run.
 The file uses WAL with synchronous=FULL, so a commit is on disk before the writer reports it.
 
 {faults}
+{second}
 {edits}
 ## Eviction (budget) behaviour
 
@@ -217,7 +255,7 @@ HMACs); each cell counts the stored values whose clear bytes occur in the file a
 
 {chr(10).join(net)}
 """
-    notes = fuzz_notes + con_notes + fault_notes + edit_notes
+    notes = fuzz_notes + con_notes + fault_notes + second_notes + edit_notes
     if notes:
         text += "\n## Failures\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
     args.out.write_text(text, encoding="utf-8")

@@ -39,14 +39,15 @@ def batch_items(n: int) -> list[str]:
             for j in range(BATCH_SIZE)]
 
 
-def open_fake_memory(path: str):  # type: ignore[no-untyped-def]
+def open_fake_memory(path: str, **options):  # type: ignore[no-untyped-def]
+    """A memory over the fake embedder and verifier; `options` go to Memory.open (key...)."""
     from epic_edge.backends.numpy_index import NumpyIndex
     from epic_edge.memory import Memory
     from fakes import BagOfWordsEmbedder, KeywordVerifier
 
     embedder = BagOfWordsEmbedder()
     return Memory.open(path, embedder=embedder, verifier=KeywordVerifier(),
-                       index=NumpyIndex(embedder.dim), tau=0.1)
+                       index=NumpyIndex(embedder.dim), tau=0.1, **options)
 
 
 def run_writer(path: Path, kill_after: float | None = None) -> list[int]:

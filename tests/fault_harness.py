@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from crash_harness import PREFERENCES, TESTS, WRITER, batch_items, open_fake_memory
@@ -43,6 +47,59 @@ def _closed_port_verifier():  # type: ignore[no-untyped-def]
                                chat_template="{{ messages }}")
 
 
+# first-token log-probabilities a llama.cpp server answers with, for each way an answer lies
+LYING_ANSWERS = {
+    "nan": {"Keep": float("nan"), "Discard": float("nan")},
+    "empty": {},
+    "no-decision-word": {"ramen": -0.2, "wool": -1.9, "video": -2.5},
+}
+
+
+class _LyingServer(BaseHTTPRequestHandler):
+    """A llama.cpp server on loopback that tokenizes as asked but answers every completion
+    with the log-probabilities LYING_ANSWERS names for the URL's first path segment."""
+
+    vocabulary: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        mode, _, endpoint = self.path.strip("/").partition("/")
+        if endpoint in ("tokenize", "extras/tokenize"):
+            text = body.get("content", body.get("input", ""))
+            if text and text not in self.vocabulary:
+                self.vocabulary.append(text)
+            answer = {"tokens": [self.vocabulary.index(text)] if text else []}
+        elif endpoint in ("detokenize", "extras/detokenize"):
+            answer = {"content": "".join(self.vocabulary[t] for t in body.get("tokens", []))}
+        else:
+            answer = {"choices": [{"text": "Keep",
+                                   "logprobs": {"top_logprobs": [LYING_ANSWERS[mode]]}}]}
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@cache
+def lying_server() -> str:
+    """The URL of one _LyingServer for this process (a daemon thread)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LyingServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def lying_verifier(mode: str):  # type: ignore[no-untyped-def]
+    from epic_edge.backends.http_verifier import LlamaServerVerifier
+
+    return LlamaServerVerifier(f"{lying_server()}/{mode}", retries=0,
+                               chat_template="{{ messages }}")
+
+
 def _missing_model():  # type: ignore[no-untyped-def]
     from epic_edge import registry
 
@@ -63,7 +120,12 @@ FAULTS: dict[str, Callable[[], object]] = {
     "HTTP verifier at a closed loopback port": _closed_port_verifier,
     "profile names a missing model": _missing_model,
     "backend's extra not installed": _missing_extra,
+    "HTTP verifier answering NaN log-probabilities": lambda: lying_verifier("nan"),
+    "HTTP verifier answering an empty top_logprobs": lambda: lying_verifier("empty"),
+    "HTTP verifier answering no Keep or Discard word": lambda: lying_verifier("no-decision-word"),
 }
+# faults whose verifier answers without ever giving a probability: none of its verdicts counts
+ANSWERS_WITHOUT_A_PROBABILITY = {name for name in FAULTS if name.startswith("HTTP verifier ans")}
 
 
 @dataclass
@@ -72,13 +134,15 @@ class FaultStats:
     failed_items: int = 0  # verifications that failed (or could not start)
     recorded_as_judged: int = 0  # failed items found in the judged ledger: must be 0
     lost: int = 0  # items the control kept that are missing after the fault is fixed
+    kept_without_verdict: int = 0  # items kept that the control discarded: must be 0
     per_fault: dict[str, int] = field(default_factory=dict)
 
 
-def run_verification_faults(workdir: Path, rounds: int = 1) -> FaultStats:
-    """For each fault: ingest a batch with the broken verifier, then again with a working one;
-    compare with a control memory that never saw the fault (consolidation off, so the kept
-    items are exactly the verifier's decisions)."""
+def run_verification_faults(workdir: Path, rounds: int = 1,
+                            only: set[str] | None = None) -> FaultStats:
+    """For each fault (or those `only` names): ingest a batch with the broken verifier, then
+    again with a working one; compare with a control memory that never saw the fault
+    (consolidation off, so the kept items are exactly the verifier's decisions)."""
     stats = FaultStats()
     for n in range(rounds):
         items = batch_items(100 + n)
@@ -87,6 +151,8 @@ def run_verification_faults(workdir: Path, rounds: int = 1) -> FaultStats:
         expected = _texts(control)
         control.close()
         for k, (name, factory) in enumerate(FAULTS.items()):
+            if only is not None and name not in only:
+                continue
             memory = _fresh(workdir / f"fault{n}-{k}.epic")
             memory._verifier = factory  # built on first use, inside the ingest
             try:
@@ -94,11 +160,14 @@ def run_verification_faults(workdir: Path, rounds: int = 1) -> FaultStats:
                 failed, verified = sum(s.failed for s in batches), sum(s.verified for s in batches)
             except Exception:  # a verifier that cannot be built stops the ingest
                 failed, verified = to_verify, 0
+            if name in ANSWERS_WITHOUT_A_PROBABILITY:  # what it "verified" had no verdict
+                failed, verified = failed + verified, 0
             stats.recorded_as_judged += memory.store.count("judged") - verified
             memory.close()
             memory = _fresh(workdir / f"fault{n}-{k}.epic")  # the fault is fixed
             memory.ingest(items)
             stats.lost += len(expected - _texts(memory))
+            stats.kept_without_verdict += len(_texts(memory) - expected)
             memory.close()
             stats.runs += 1
             stats.failed_items += failed

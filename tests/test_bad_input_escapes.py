@@ -12,11 +12,13 @@ from crash_harness import PREFERENCES, TESTS, batch_items, open_fake_memory
 
 from epic_edge.cli import main
 from epic_edge.datasets import read_items
+from epic_edge.errors import InvalidInputError
 
 
-def test_lone_surrogates_in_jsonl_text_and_ids_are_replaced(fake_memory, tmp_path, caplog):
+def test_lone_surrogates_in_jsonl_text_are_replaced_and_in_ids_refused(fake_memory, tmp_path,
+                                                                       caplog):
     path = tmp_path / "items.jsonl"
-    rows = [{"text": "vegan tofu \ud800 curry Quokka", "id": "note-\udfff"},
+    rows = [{"text": "vegan tofu \ud800 curry Quokka", "id": "note-1"},
             {"text": "vegan tofu \udcff scramble", "source": "\ud83d"}]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="ascii")
     caplog.set_level(logging.DEBUG)
@@ -26,9 +28,11 @@ def test_lone_surrogates_in_jsonl_text_and_ids_are_replaced(fake_memory, tmp_pat
     texts = [h.item_text for h in fake_memory.retrieve("vegan tofu \ud800 dinner", gate=-1.0)]
     assert sorted(texts) == ["vegan tofu \ufffd curry Quokka", "vegan tofu \ufffd scramble"]
     assert fake_memory.preferences()[0].text == "I cook vegan tofu \ufffd"
-    assert fake_memory.store.query("SELECT external_id FROM items WHERE external_id != ''") == [
-        ("note-\ufffd",)]
     assert "lone surrogates" in caplog.text and "Quokka" not in caplog.text
+    # ids are identities: "\ud800" and "\udfff" as U+FFFD would be one item; they are refused
+    path.write_text(json.dumps({"text": "vegan tofu bake", "id": "note-\udfff"}) + "\n")
+    with pytest.raises(InvalidInputError, match="line 1: the id 'note-\\\\udfff' holds lone"):
+        fake_memory.ingest(read_items(path))
 
 
 @pytest.mark.parametrize("where", ["folder", "/proc/no-such-folder/m.epic", "/proc/version",

@@ -261,6 +261,9 @@ def test_non_utf8_arguments_and_lone_surrogates_are_not_tracebacks(
     assert code == 0 and "vegan \ufffd tofu" in out
     items = tmp_path / "items.jsonl"
     items.write_text('{"text": "Vegan tofu \\ud800 curry with rice.", "id": "n\\udfff"}\n')
+    code, _, err = cli("ingest", str(items), "--quiet")  # an id is no text to repair
+    assert code == 2 and "line 1: the id 'n\\udfff' holds lone surrogates" in err
+    items.write_text('{"text": "Vegan tofu \\ud800 curry with rice.", "id": "n-1"}\n')
     assert cli("ingest", str(items), "--quiet")[0] == 0
     code, out, err = cli("query", os.fsdecode(b"what \xfe vegan dish?"), "--no-gate")
     assert code == 0 and "Traceback" not in err

@@ -6,7 +6,7 @@ import logging
 import threading
 
 import pytest
-from fault_harness import closed_port, run_verification_faults
+from fault_harness import FAULTS, closed_port, lying_verifier, run_verification_faults
 
 from epic_edge import registry
 from epic_edge.backends.http_verifier import LlamaServerVerifier
@@ -47,10 +47,11 @@ class Raising:
 
 # -- 1. a verifier failure is reported and retried, never recorded as judged ---------------------
 
-@pytest.mark.parametrize("fault", ["raises", "closed-port"])
+@pytest.mark.parametrize("fault", ["raises", "closed-port", "nan", "empty", "no-decision-word"])
 def test_items_the_verifier_failed_on_are_judged_by_the_next_ingest(tmp_path, caplog, fault):
     broken = Raising() if fault == "raises" else LlamaServerVerifier(
-        f"http://127.0.0.1:{closed_port()}", retries=0, chat_template="{{ messages }}")
+        f"http://127.0.0.1:{closed_port()}", retries=0, chat_template="{{ messages }}"
+    ) if fault == "closed-port" else lying_verifier(fault)
     caplog.set_level(logging.DEBUG)
     with _open(tmp_path / "m.epic", broken) as memory:
         memory.add_preference(PREF)
@@ -104,8 +105,8 @@ def test_a_verifier_that_cannot_be_built_is_a_clear_error_and_judges_nothing(
 
 def test_every_kind_of_verification_fault_loses_nothing(tmp_path):
     stats = run_verification_faults(tmp_path)
-    assert stats.runs == 5 and all(stats.per_fault.values())
-    assert stats.recorded_as_judged == 0 and stats.lost == 0
+    assert stats.runs == len(FAULTS) == 8 and all(stats.per_fault.values())
+    assert stats.recorded_as_judged == stats.lost == stats.kept_without_verdict == 0
 
 
 # -- 2. an edited item replaces its old version, it is not deleted --------------------------------

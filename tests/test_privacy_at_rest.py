@@ -80,6 +80,8 @@ def _as_schema_2(path, key):
                          [(sealer.open_bytes(blob), i) for i, blob in rows])
     conn.execute("UPDATE items SET external_id=?", (ITEM["id"],))
     conn.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    for table in ("preferences", "items", "entries"):  # row checksums came with schema 5
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN checksum")
     conn.commit()
     conn.close()
 

@@ -48,8 +48,9 @@ def main(argv: list[str]) -> int:
     if args.clear and any(v is not None for v in limits):
         p.error("--clear takes no limits")
     evicted = None
-    with open_memory(args) as memory:
-        if args.clear or any(v is not None for v in limits):
+    setting = args.clear or any(v is not None for v in limits)
+    with open_memory(args, read_only=not setting) as memory:
+        if setting:
             budget = Budget(args.max_entries, args.max_bytes,
                             args.half_life_days or DEFAULT_HALF_LIFE_DAYS)
             entries = memory.info()["entries"]

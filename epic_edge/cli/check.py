@@ -6,10 +6,13 @@ from epic_edge.cli.common import add_memory_options, open_memory, parser, print_
 
 
 def main(argv: list[str]) -> int:
-    p = parser("check", "Check a memory file: SQLite integrity, foreign keys, that every "
-                        "embedding decodes with the embedder's dim and unit norm, that no item "
-                        "is orphaned, and that the vector index matches the entries. Exit "
-                        "status 1 when a problem is found.")
+    p = parser("check", "Check a memory file: SQLite integrity, foreign keys, every row "
+                        "against its checksum (text, ids, vectors, confidences; rows written "
+                        "before schema 5 have none), that every text opens and every embedding "
+                        "decodes with the embedder's dim and unit norm, that no item is "
+                        "orphaned, and that the vector index matches the entries. A damaged "
+                        "row is listed here and left out by reads. Exit status 1 when a "
+                        "problem is found.")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_memory_options(p)
     args = p.parse_args(argv)

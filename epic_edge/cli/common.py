@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.crypto import parse_key, read_key_file
+from epic_edge.errors import MemoryFileError
 from epic_edge.memory import Memory
 from epic_edge.profiles import DEFAULT_PROFILE
 
@@ -61,10 +62,18 @@ def memory_key(key_file: Path | None) -> bytes | None:
     return parse_key(env, "$EPIC_EDGE_KEY") if env else None
 
 
-def open_memory(args: argparse.Namespace, *, read_only: bool = False) -> Memory:
-    """The memory the options name; read-only commands neither create nor change a file."""
-    return Memory.open(args.memory or default_memory_path(), args.profile, model_dir=args.models,
-                       key=memory_key(args.key_file), read_only=read_only)
+def open_memory(args: argparse.Namespace, *, read_only: bool = False,
+                creates: bool = False) -> Memory:
+    """The memory the options name; read-only commands neither create nor change a file, and
+    only the commands that start a memory (`creates`: prefs add, ingest, restore, serve)
+    create one at a path that holds none."""
+    path = args.memory or default_memory_path()
+    if not (read_only or creates or path.is_dir()) and not (
+            path.is_file() and path.stat().st_size > 0):
+        raise MemoryFileError(f"no memory file at {path} (`epic-edge prefs add` or `epic-edge "
+                              "ingest` starts one)")
+    return Memory.open(path, args.profile, model_dir=args.models, key=memory_key(args.key_file),
+                       read_only=read_only)
 
 
 def print_json(value: Any) -> None:

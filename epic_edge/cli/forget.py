@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     item: int | str = args.id
     if args.number:
-        if not args.id.isdigit():
+        if not args.id.isdecimal():
             p.error("with --number, ID must be a number (see `epic-edge ls`)")
         item = int(args.id)
     with open_memory(args) as memory:

@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     total = BatchStats()
     bar = None
     try:
-        with open_memory(args) as memory:
+        with open_memory(args, creates=True) as memory:
             for stats in memory.ingest_batches(read_items(args.file), args.batch_size):
                 if bar is None:  # after the first batch: an early error prints no bar
                     bar = tqdm(desc="ingest", unit="item", disable=args.quiet or args.json)

@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     add_memory_options(p)
     args = p.parse_args(argv)
     pref = args.preference
-    if pref is not None and pref.isdigit():
+    if pref is not None and pref.isdecimal():
         pref = int(pref)
     with open_memory(args, read_only=True) as memory:
         entries = memory.entries(args.offset, args.limit, pref)

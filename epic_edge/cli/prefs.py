@@ -19,9 +19,10 @@ def main(argv: list[str]) -> int:
         add_memory_options(sp)
         sp.add_argument("--json", action="store_true", help="print as JSON")
     args = p.parse_args(argv)
-    with open_memory(args, read_only=args.action == "ls") as memory:
+    action = args.action
+    with open_memory(args, read_only=action == "ls", creates=action == "add") as memory:
         if args.action == "rm":
-            key = int(args.preference) if args.preference.isdigit() else args.preference
+            key = int(args.preference) if args.preference.isdecimal() else args.preference
             removed = memory.remove_preference(key)
             if args.json:
                 print_json({"preference": key, "removed_entries": removed})

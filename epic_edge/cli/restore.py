@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from epic_edge.backup_file import read_export
 from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
 
 
@@ -16,8 +17,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
     add_memory_options(p)
     args = p.parse_args(argv)
-    with open_memory(args) as memory:
-        counts = memory.import_jsonl(args.file)
+    export = read_export(args.file)  # every value checked before a memory is opened
+    with open_memory(args, creates=True) as memory:
+        counts = memory.import_jsonl(export)
     if args.json:
         print_json(counts)
     else:

@@ -18,6 +18,6 @@ def main(argv: list[str]) -> int:
         p.error("say which protocol: --mcp")
     from epic_edge.mcp_server import build_server
 
-    with open_memory(args) as memory:
+    with open_memory(args, creates=True) as memory:
         build_server(memory).run("stdio")
     return 0
