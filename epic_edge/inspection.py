@@ -13,7 +13,7 @@ from epic_edge.errors import InvalidInputError
 from epic_edge.instructions import read_form
 from epic_edge.maintenance import Budget
 from epic_edge.preference_edits import find_preference
-from epic_edge.stages import coarse_filter, fine_verify
+from epic_edge.stages import coarse_drop_reason, coarse_filter, fine_verify
 from epic_edge.types import Preference
 
 if TYPE_CHECKING:
@@ -84,9 +84,10 @@ def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:
     elif not store.sealer.enabled:
         rows = store.query("SELECT id, content_hash FROM items WHERE external_id = ? "
                            "OR substr(external_id, 1, ?) = ?", (item, len(item) + 1, f"{item}#"))
-    else:  # ids are keyed hashes: look up the id, then its chunks "<id>#0", "#1", ... in turn
-        rows, start = store.query("SELECT id, content_hash FROM items WHERE external_id = ?",
-                                  (store.sealer.id_hash(item),)), 0
+    else:  # ids are keyed hashes: look up the id (or the hash a result showed), then its
+        # chunks "<id>#0", "#1", ... in turn
+        rows, start = store.query("SELECT id, content_hash FROM items WHERE external_id IN "
+                                  "(?, ?)", (store.sealer.id_hash(item), item)), 0
         while True:
             names = [store.sealer.id_hash(f"{item}#{n}") for n in range(start, start + 256)]
             found = store.query("SELECT id, content_hash FROM items WHERE external_id IN "
@@ -99,17 +100,20 @@ def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:
 
 def forget_item(memory: Memory, item: int | str) -> int:
     """Delete an item and its entries (no copy of its text stays in the file); returns the
-    entries removed. The item also leaves the judged-items ledger, so ingesting it again
-    judges it again."""
+    entries removed. A tombstone (its content hash, keyed like the items' with a key) stays,
+    so ingesting the same item again stores nothing unless `allow_forgotten` is given; it
+    also leaves the judged-items ledger, so an allowed ingest judges it again."""
     memory.sync()
     rows = item_rows(memory, item)
     if not rows:
-        raise InvalidInputError(f"no item {item!r} in this memory (see `epic-edge ls`)")
+        raise InvalidInputError(f"no item {item!r} in this memory (an item is named by the "
+                                "item_id or external_id a hit or an entry shows)")
     with memory.entry_index.lock:
         with memory.store.transaction() as conn:
             entry_ids = memory.store.delete_items(conn, [row for row, _ in rows])
             conn.executemany("DELETE FROM judged WHERE key = ?",
                              [(schema.ledger_key(key),) for _, key in rows])
+            memory.store.add_tombstones(conn, [key for _, key in rows])
         memory.entry_index.remove(entry_ids)
         memory.store.vacuum()
     return len(entry_ids)
@@ -142,7 +146,7 @@ def explain(memory: Memory, text: str) -> Explanation:
     item = to_item(text)
     clean = " ".join(item.text.split())
     if not clean:
-        raise InvalidInputError("the text to explain is empty")
+        raise InvalidInputError("text is empty")
     memory.sync()
     prefs, vectors = memory.steering.preferences, memory.steering.vectors
     if not prefs:
@@ -156,15 +160,11 @@ def explain(memory: Memory, text: str) -> Explanation:
     key = memory.store.sealer.content_hash(clean)
     stored = sorted(memory.store.linked_preferences(key))
     if not candidates:
-        best = table[0]
         return Explanation(clean, memory.tau, table, [], None, None, None, [], stored,
-                           f"dropped by the coarse filter: the closest preference "
-                           f"({best['text'][:60]!r}) is at similarity {best['similarity']:.3f} "
-                           f"< tau {memory.tau:.3f}; the verifier is not asked")
+                           coarse_drop_reason(vector[0], prefs, vectors, memory.tau))
     verdict = fine_verify(memory.verifier, clean, candidates)
     threshold = verdict.threshold  # None for a verifier that does not score
-    p_keep = verdict.confidence if verdict.keep else (
-        1.0 - verdict.confidence if threshold is not None else None)
+    p_keep = verdict.p_keep
     names = ", ".join(f"{c.preference.id}" for c in candidates)
     if verdict.keep:
         why = (f"kept for preference(s) {verdict.preference_ids} ({verdict.reason}); "
@@ -191,6 +191,7 @@ def memory_info(memory: Memory) -> dict[str, Any]:
         "items": store.count("items"),
         "entries": store.count("entries"),
         "items_judged": store.count("judged"),
+        "items_forgotten": store.count("forgotten"),
         "budget": asdict(Budget.load(store)),
         "evicted_total": int(store.get_meta("evicted_total") or 0),
         "footprint": memory.footprint(),

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 # 3: with a key, vectors and item ids are sealed as well as text (no change without one)
 # 4: text is stored packed (epic_edge.text_codec) when that is shorter; older rows stay as
 #    they are and read as before, so the upgrade rewrites nothing
-SCHEMA_VERSION = 4
+# 5: the `forgotten` table of tombstones (created empty; no row changes)
+SCHEMA_VERSION = 5
 
 # create() splits this on ";": keep semicolons out of the SQL comments
 _SCHEMA = """
@@ -38,6 +39,11 @@ CREATE INDEX IF NOT EXISTS entries_by_preference ON entries(preference_id);
 -- with no second index, ~16 bytes a row (a collision only means one item goes unjudged)
 CREATE TABLE IF NOT EXISTS judged (
     key INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, seq INTEGER NOT NULL);
+-- tombstones: the content hash (keyed with the memory's key when it has one, like items'
+-- hashes) of every item `forget` deleted, so ingesting the same feed again does not store
+-- it again unless asked (allow_forgotten). 16 bytes a row, never evicted: part of the file's
+-- fixed footprint, like the preferences and the ledger
+CREATE TABLE IF NOT EXISTS forgotten (hash BLOB PRIMARY KEY) WITHOUT ROWID;
 """
 
 # footprint part -> (table, per-row byte count); text is counted in UTF-8 bytes
@@ -47,6 +53,7 @@ FOOTPRINT_SQL = {
     "vectors": ("entries", "LENGTH(embedding)"),
     "preferences": ("preferences", "LENGTH(CAST(text AS BLOB)) + LENGTH(embedding)"),
     "ledger": ("judged", "16"),
+    "forgotten": ("forgotten", "LENGTH(hash)"),
 }
 
 
@@ -68,7 +75,7 @@ def migrate(conn: sqlite3.Connection) -> None:
     """Schema 1 -> 2: drop the old `seen` ledger (hash BLOB + its index, ~90 B a row). It is
     a cache: an item it listed is judged once more if it returns. 2 -> 4 without a key and
     3 -> 4: no change to any row; an encrypted file of schema 2 waits for its key
-    (seal_vectors_and_ids)."""
+    (seal_vectors_and_ids). 4 -> 5: the empty `forgotten` table. Each step is its own."""
     version = _meta(conn, "schema_version")
     if version is None:
         return
@@ -76,7 +83,9 @@ def migrate(conn: sqlite3.Connection) -> None:
         conn.execute("DROP TABLE IF EXISTS seen")
         _set_version(conn, version := 2)
     if int(version) == 3 or (int(version) == 2 and not _meta(conn, "key_check")):
-        _set_version(conn, SCHEMA_VERSION)
+        _set_version(conn, version := 4)
+    if int(version) == 4:  # 4 -> 5: `forgotten` was created empty above; no row changes
+        _set_version(conn, version := 5)
 
 
 def seal_vectors_and_ids(conn: sqlite3.Connection, sealer: Sealer) -> None:

@@ -77,7 +77,7 @@ def test_a_schema_3_file_reads_as_before_and_packs_what_comes_next(tmp_path):
         con.execute("UPDATE items SET text=?", (ITEMS[0],))
         con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
     with _open(path) as memory:
-        assert memory.store.get_meta("schema_version") == "4"
+        assert memory.store.get_meta("schema_version") == "5"
         assert memory.retrieve("vegetarian beans")[0].item_text == ITEMS[0]
         memory.ingest(ITEMS[1:])
         assert {e.item_text for e in memory.entries()} == set(ITEMS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
+from epic_edge.cli.common import add_memory_options, open_memory, parser, plural, print_json
 
 
 def main(argv: list[str]) -> int:
@@ -24,5 +24,5 @@ def main(argv: list[str]) -> int:
     if args.json:
         print_json({"item": item, "removed_entries": removed})
     else:
-        print(f"forgot item {item!r} and {removed} entries")
+        print(f"forgot item {item!r} and {plural(removed, 'entry')}")
     return 0
