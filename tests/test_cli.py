@@ -68,7 +68,7 @@ def test_prefs_ingest_query_info_rm(cli, tmp_path):
     info = json.loads(out)
     assert info["preferences"] == 2 and info["items"] == 2 and info["footprint"]["total"] > 0
     code, out, _ = cli("prefs", "rm", "I love hiking in mountains")
-    assert code == 0 and "1 entries" in out
+    assert code == 0 and "1 entry" in out
     assert json.loads(cli("info", "--json")[1])["items"] == 1
 
 
