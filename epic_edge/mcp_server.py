@@ -100,7 +100,8 @@ def _server_class(base: type) -> type:
 def build_server(memory: "Memory") -> Any:
     """An MCPServer exposing `memory` through nine tools."""
     MCPServer = optional_import("mcp.server.mcpserver", "mcp", "the MCP server").MCPServer
-    Field = optional_import("pydantic", "mcp", "the MCP server").Field
+    from pydantic import Field  # the MCP SDK's own dependency
+
     server = _server_class(MCPServer)(SERVER_NAME, instructions=INSTRUCTIONS,
                                       version=__version__, log_level="WARNING")
     K = Annotated[int, Field(ge=1, le=MAX_K, description=f"hits wanted, 1 to {MAX_K}")]

@@ -61,17 +61,20 @@ def _precision(meta: dict[str, Any], precision: str) -> dict[str, Any]:
 
 
 def export_decision_executorch(src: Path, out_dir: Path, *, delegate: str = "xnnpack",
-                               soc: str = "SM8650", base: Any = None) -> Path:
-    """out_dir/model.<delegate>.pte: batch 1, sequence 2..max_length, fp32 weights."""
+                               soc: str = "SM8650", base: Any = None, int8: bool = False) -> Path:
+    """out_dir/model.<delegate>.pte: batch 1, sequence 2..max_length, fp32 weights (`int8`:
+    model.int8.xnnpack.pte, its word table and Linear layers in int8, docs/bundles.md)."""
     from .minilm_executorch import pte_name, qnn_sdk_root, write_program
 
     if delegate == "qnn":
         qnn_sdk_root()
     module, meta = decision_module(src, base=base)
-    pte = write_program(module, out_dir / pte_name(delegate), delegate=delegate,
-                        max_length=int(meta.get("max_length", 192)), soc=soc)
+    pte = write_program(module, out_dir / pte_name(delegate, int8), delegate=delegate,
+                        max_length=int(meta.get("max_length", 192)), soc=soc, int8=int8)
+    precision = {"precision": "int8", "quantised": "dynamic int8 Linear layers (XNNPACK), "
+                 "int8 word table"} if int8 else _precision(meta, "fp32")
     return _finish(Path(src), out_dir, meta, pte, {
-        "format": "executorch", "delegate": delegate, "batch": 1, **_precision(meta, "fp32"),
+        "format": "executorch", "delegate": delegate, "batch": 1, **precision,
         **({"soc": soc} if delegate == "qnn" else {})})
 
 

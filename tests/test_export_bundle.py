@@ -1,4 +1,5 @@
-"""Device bundles: linux-cpu and galaxy-z-flip6 exported once per session, manifest and loader."""
+"""Device bundles (linux-cpu and galaxy-z-flip6 exported once per session: conftest.py):
+manifest and loader."""
 
 from __future__ import annotations
 
@@ -33,25 +34,6 @@ def reference(weights: Path) -> np.ndarray:
 
     model = SentenceTransformer(str(weights), device="cpu")
     return model.encode(SENTENCES, normalize_embeddings=True, convert_to_numpy=True)
-
-
-@pytest.fixture(scope="session")
-def cpu_bundle(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from epic_edge.export.device_export import export_bundle
-
-    out = tmp_path_factory.mktemp("bundles") / "linux-cpu"
-    export_bundle("linux-cpu", out)
-    return out
-
-
-@pytest.fixture(scope="session")
-def phone_bundle(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("executorch")
-    from epic_edge.export.device_export import export_bundle
-
-    out = tmp_path_factory.mktemp("bundles") / "galaxy-z-flip6"
-    export_bundle("galaxy-z-flip6", out)
-    return out
 
 
 def test_manifest_describes_the_linux_cpu_bundle(cpu_bundle: Path) -> None:
@@ -240,11 +222,10 @@ def test_cli_export_and_check(cpu_bundle: Path, capsys: pytest.CaptureFixture[st
     assert "manifest.json is missing" in capsys.readouterr().err
 
 
-def test_jetson_bundle(weights: Path, tmp_path: Path) -> None:
+def test_jetson_bundle(jetson_bundle) -> None:
     from epic_edge.export.bundle import load_bundle
-    from epic_edge.export.device_export import export_bundle
 
-    result = export_bundle("jetson-orin-nano", tmp_path / "jetson", int8=False)
+    result = jetson_bundle
     bundle = load_bundle(result.root)
     assert bundle.profile.name == "jetson-orin-nano"
     assert bundle.profile.embedder["providers"][0] == "TensorrtExecutionProvider"
