@@ -120,7 +120,7 @@ Each program takes `input_ids`, `attention_mask`, `token_type_ids` (int64, shape
 2 to the `max_length` in the program's `model.json`; no padding) and returns one unit-length
 vector of `dim` floats. A Kotlin sketch (not compiled or run by the project):
 
-    val embedder = Module.load("$bundle/all-minilm-l6-v2/model.int8.xnnpack.pte")
+    val embedder = Module.load("$bundle/{embedder}")
     fun embed(ids: LongArray): FloatArray {            // ids from tokenizer.json, [CLS] .. [SEP]
         val shape = longArrayOf(1, ids.size.toLong())
         val out = embedder.forward(EValue.from(Tensor.fromBlob(ids, shape)),
@@ -154,7 +154,8 @@ def readme_text(profile: Profile, sizes: dict[str, int]) -> str:
              "each with its sha256).", "", "## What runs on the device", ""]
     lines += [f"- {text}" for text in _runs(profile, sizes)]
     lines += ["", "## How an app calls it", ""]
-    lines += [_ANDROID_CALLS if profile.platform == "android-arm64" else _PYTHON_SETUP]
+    lines += [_ANDROID_CALLS.replace("{embedder}", str(profile.embedder.get("model")))
+              if profile.platform == "android-arm64" else _PYTHON_SETUP]
     lines += ["", "## The example app", "",
               f"`{EXAMPLE_APP}` opens a memory with this bundle, remembers three notes (one "
               "kept for the vegan preference, two dropped, each saying why), recalls for a "

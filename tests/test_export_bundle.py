@@ -155,7 +155,7 @@ def test_phone_bundle_xnnpack_embedder_agrees(phone_bundle: Path, reference: np.
 
     bundle = load_bundle(phone_bundle)
     manifest = bundle.manifest
-    assert "all-minilm-l6-v2/model.xnnpack.pte" in manifest["files"]
+    assert "all-minilm-l6-v2/model.int8.xnnpack.pte" in manifest["files"]
     assert manifest["embedder"]["delegate"] == "xnnpack"
     llm = manifest["llm"]
     assert (llm["decision_file"], llm["decision_format"]) == (
@@ -167,10 +167,10 @@ def test_phone_bundle_xnnpack_embedder_agrees(phone_bundle: Path, reference: np.
         if not os.environ.get("QNN_SDK_ROOT"):
             assert qnn[0]["status"] == "skipped" and "QNN_SDK_ROOT" in qnn[0]["reason"]
     emb = registry.create("embedder", bundle.profile.embedder, bundle.model_dir)
-    assert emb.dim == 384 and emb.fingerprint == "all-MiniLM-L6-v2:mean:384:fp32"
+    assert emb.dim == 384 and emb.fingerprint == "all-MiniLM-L6-v2:mean:384:int8"
     got = emb.embed(SENTENCES)
     assert got.shape == (len(SENTENCES), 384) and got.dtype == np.float32
-    assert (got * reference).sum(axis=1).min() >= 0.999
+    assert (got * reference).sum(axis=1).min() >= 0.995  # int8: docs/bundles.md
     assert emb.embed([]).shape == (0, 384)
 
 
