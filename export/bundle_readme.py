@@ -36,16 +36,17 @@ path = Path(sys.argv[1] if len(sys.argv) > 1 else "example.epic")
 with Memory.open(path, BUNDLE / "profile.toml", model_dir=BUNDLE) as memory:
     memory.add_preferences(["I strictly follow a vegan diet and never eat animal products."])
     for note in NOTES:
-        filed = memory.remember(note, allow_forgotten=True).items[0]
+        filed = memory.remember(note).items[0]  # once forgotten, a note stays out
         where = f"item {filed.item_id}" if filed.kept else f"dropped ({filed.stage})"
         print(f"remember: {where}: {note[:40]}")
-    question = "Where should we go out for dinner tonight?"
+        print(f"    why: {filed.reason}")
+    question = "What should I eat tonight?"
     hits = memory.retrieve(question)
     for hit in hits:
         print(f"recall: [{hit.score:.2f}] item {hit.item_id}: {hit.item_text[:50]}")
     print(memory.context(question) or "(no memory bears on this question)")
     if hits:
-        print(f"forget: item {hits[0].item_id}, {memory.forget(hits[0].item_id)} entries")
+        print(f"forget: item {hits[0].item_id}, entries removed: {memory.forget(hits[0].item_id)}")
 '''
 
 _PYTHON_SETUP = """\
@@ -159,7 +160,8 @@ def readme_text(profile: Profile, sizes: dict[str, int]) -> str:
     lines += ["", "## The example app", "",
               f"`{EXAMPLE_APP}` opens a memory with this bundle, remembers three notes (one "
               "kept for the vegan preference, two dropped, each saying why), recalls for a "
-              "dinner question and forgets the first hit by its item id."]
+              "question about dinner and forgets the first hit by its item id; run again, it "
+              "shows that a forgotten note stays out."]
     if profile.platform == "android-arm64":
         lines += ["It runs where the Python package runs (see above), not on the phone."]
     return "\n".join(lines) + "\n"

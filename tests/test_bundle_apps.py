@@ -24,9 +24,10 @@ def run_example(bundle: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 
 def check_app_files(bundle: Path, out: str) -> str:
     assert "remember: item 1: Green Leaf" in out and "dropped (coarse filter)" in out
+    assert "dropped (verifier): Smith's" in out
     recalled = [line for line in out.splitlines() if line.startswith("recall:")]
     assert recalled and "item 1: Green Leaf" in recalled[0]
-    assert "forget: item 1, 1 entries" in out
+    assert "forget: item 1, entries removed: 1" in out
     files = json.loads((bundle / "manifest.json").read_text())["files"]
     assert {"README.md", "example_app.py", "MEMORY-FORMAT.md"} <= set(files)
     assert len((bundle / "example_app.py").read_text().splitlines()) <= 35
