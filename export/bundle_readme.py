@@ -99,7 +99,7 @@ def _runs(profile: Profile, sizes: dict[str, int]) -> list[str]:
                 "Android, so `python/` and `example_app.py` run this bundle's programs on a "
                 "Linux or macOS machine (x86_64 or arm64, `pip install executorch`), e.g. to "
                 "build or check a memory the phone then reads. The tests run it so on x86 Linux.",
-                *common[1:]]
+                "Nothing leaves the phone: no server, no network, no telemetry."]
     if platform == "linux-aarch64-cuda":
         runs = (f"ONNX Runtime embeds with {named(emb.get('model'))} on the providers "
                 f"{', '.join(emb.get('providers', []))} and runs the decision on "
