@@ -178,13 +178,15 @@ def test_an_agent_adds_recalls_inspects_explains_and_forgets_by_the_id_it_got(se
         recalled = (await call(session, "recall", question=question)).structured_content
         listed = (await call(session, "list_entries", limit=10)).structured_content
         explained = (await call(session, "explain", text=NOTES["tax"])).structured_content
+        stored = (await call(session, "explain", text=NOTES["bistro"])).structured_content
         item_id = kept["items"][0]["item_id"]
         forgot = (await call(session, "forget", id=item_id)).structured_content
         again = (await call(session, "remember", text=NOTES["bistro"])).structured_content
         after = (await call(session, "recall", question=question)).structured_content
-        return kept, dropped, recalled, listed, explained, forgot, again, after
+        return kept, dropped, recalled, listed, (explained, stored), forgot, again, after
 
-    kept, dropped, recalled, listed, explained, forgot, again, after = run(params, script)
+    kept, dropped, recalled, listed, (explained, stored), forgot, again, after = run(params,
+                                                                                    script)
     filed = kept["items"][0]
     assert kept["kept"] and filed["stage"] == "kept" and filed["preferences"][0]["text"] == VEGAN
     assert not dropped["kept"] and dropped["items"][0]["stage"] == "coarse filter"
@@ -194,6 +196,7 @@ def test_an_agent_adds_recalls_inspects_explains_and_forgets_by_the_id_it_got(se
     assert [e["item_id"] for e in listed["entries"]] == [filed["item_id"]]
     assert listed["next_offset"] is None
     assert explained["verdict"] is None and "coarse filter" in explained["why"]
+    assert stored["stored_under"] == [filed["preferences"][0]["id"]] and stored["verdict"]["keep"]
     assert forgot["removed_entries"] == 1
     assert not again["kept"] and again["items"][0]["stage"] == "forgotten"
     assert after["hits"] == [] and not after["used_memory"]
