@@ -34,6 +34,7 @@ def describe(filed: Filed) -> str:
     """One line: where the item was filed, or where and why it was dropped."""
     named = f" (id {filed.external_id})" if filed.external_id else ""
     if not filed.kept:
-        return f"dropped{named} ({filed.stage}): {filed.reason}"
+        why = filed.reason.removeprefix("dropped by the coarse filter: ")
+        return f"dropped{named} ({filed.stage}): {why}"
     under = "; ".join(f"preference {p.id}: {p.text[:60]}" for p in filed.preferences)
     return f"kept as item {filed.item_id}{named} under {under} ({filed.reason})"
