@@ -1,5 +1,6 @@
 """Each bundle tells an app what runs on its device and how to call it; its example app runs
-here where its runtime runs (the linux-cpu bundle, and the Jetson bundle on its CPU fallback)."""
+here where its runtime runs (the linux-cpu bundle, the Jetson bundle on its CPU fallback, and
+the phone bundle's programs under ExecuTorch's Python runtime)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def test_the_jetson_bundles_example_app_runs_on_its_cpu_fallback(jetson_bundle, 
     readme = check_app_files(jetson_bundle.root, done.stdout)
     assert "TensorrtExecutionProvider" in done.stderr  # named as it falls back
     assert "off a Jetson (or without onnxruntime-gpu) the same app runs on the CPU" in readme
+
+
+def test_the_phone_bundles_example_app_runs_its_int8_programs_here(phone_bundle, tmp_path):
+    """Not on a phone: the ExecuTorch Python runtime runs the bundle's programs on x86 Linux."""
+    check_app_files(phone_bundle, run_example(phone_bundle, tmp_path).stdout)
 
 
 def test_the_phone_bundle_says_what_runs_on_the_phone(phone_bundle):
