@@ -4,10 +4,11 @@
 
 Scores all test pairs (epic_edge/data/verification/test.jsonl) with the linux-cpu ONNX decision
 and with each format that runs here: the jetson-orin-nano file through its provider list (CPU
-fallback off a GPU), the galaxy-z-flip6 ExecuTorch program (XNNPACK, exported from the ONNX
-file); Core ML predicts on macOS only. Also the noise floor of the int8 ONNX file itself (the
-same file under onnxruntime with graph optimisations off), and each shipped profile's memory on
-the demo corpus against storing every item.
+fallback off a GPU), the galaxy-z-flip6 ExecuTorch program in fp32 (XNNPACK, exported from the
+ONNX file; the int8 one the profile ships: bench.int8_programs); Core ML predicts on macOS
+only. Also the noise floor of the int8 ONNX file itself (the same file under onnxruntime with
+graph optimisations off), and each shipped profile's memory on the demo corpus against storing
+every item.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def load_prefeval() -> list[dict[str, Any]]:
     return json.loads(_data_text("prefeval.json"))
 
 
-def bounded_lines(f: BinaryIO, path: Path) -> Iterator[tuple[int, bytes]]:
+def bounded_lines(f: BinaryIO, path: Path | str) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes) of each line of a binary file; InvalidInputError for a line of
     more than MAX_LINE_BYTES bytes, read no further than that."""
     lineno = 0
@@ -77,19 +77,19 @@ def json_value(text: str | bytes, where: str) -> Any:
         raise InvalidInputError(f"{where}: JSON nested too deeply") from None
 
 
-def _decoded_lines(path: Path, bad_lines: list[int]) -> Iterator[tuple[int, str]]:
-    """(line number, text) for each line; lines that are not UTF-8 are decoded with
-    errors="replace" and their numbers appended to `bad_lines`."""
-    with open(path, "rb") as f:
-        for lineno, raw in bounded_lines(f, path):
-            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text = raw.decode("utf-8", errors="replace")
-                bad_lines.append(lineno)
-            yield lineno, text.rstrip("\r\n")
+def _decoded_lines(f: BinaryIO, where: str, bad_lines: list[int]) -> Iterator[tuple[int, str]]:
+    """(line number, text) for each line of a binary stream (a file, standard input); lines
+    that are not UTF-8 are decoded with errors="replace" and their numbers appended to
+    `bad_lines`."""
+    for lineno, raw in bounded_lines(f, where):
+        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
+            bad_lines.append(lineno)
+        yield lineno, text.rstrip("\r\n")
 
 
 def _field(value: Any, name: str, where: str) -> str:
@@ -124,7 +124,7 @@ def _jsonl_item(line: str, where: str, default_source: str) -> Item:
     return Item(text=text, source=source, id=item_id)
 
 
-def read_items(path: Path | str) -> Iterator[Item]:
+def read_items(path: Path | str, fmt: str = "auto") -> Iterator[Item]:
     """Stream the items of a user file, lazily, one per non-blank line.
 
     Format by extension: ``.jsonl`` / ``.json-lines`` / ``.ndjson`` (any case) are JSON Lines,
@@ -132,6 +132,7 @@ def read_items(path: Path | str) -> Iterator[Item]:
     ``.json`` is a JSON array of such values when its first character is "[", else JSON
     Lines; anything else is plain text, one item per line (surrounding whitespace stripped).
     Blank lines are skipped. An item without a "source" gets ``<file name>:<line number>``.
+    `fmt` "jsonl" or "text" reads every file so, whatever its extension.
 
     Bytes that are not valid UTF-8 are decoded with ``errors="replace"`` (U+FFFD) and one
     UnicodeWarning, at the end, says how many lines were affected and which came first; this
@@ -139,22 +140,36 @@ def read_items(path: Path | str) -> Iterator[Item]:
     """
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix == JSON_SUFFIX and _starts_with(path, b"["):
+    if fmt == "auto" and suffix == JSON_SUFFIX and _starts_with(path, b"["):
         yield from _json_array_items(path)
         return
-    is_jsonl = suffix in JSONL_SUFFIXES or suffix == JSON_SUFFIX
+    if fmt == "auto":
+        fmt = "jsonl" if suffix in JSONL_SUFFIXES or suffix == JSON_SUFFIX else "text"
+    with open(path, "rb") as lines:
+        yield from read_lines(lines, str(path), path.name, fmt)
+
+
+def read_lines(lines: BinaryIO, where: str, name: str, fmt: str = "auto"
+               ) -> Iterator[Item]:
+    """The items of a stream of lines (a file, standard input), one per non-blank line, as
+    read_items reads them: `fmt` "jsonl", "text", or "auto" (JSON Lines when the first
+    non-blank line starts with "{", else text). Sources default to ``<name>:<line number>``."""
+    if fmt not in ("auto", "jsonl", "text"):
+        raise InvalidInputError(f"unknown format {fmt!r}; choose auto, jsonl or text")
     bad_lines: list[int] = []
-    for lineno, line in _decoded_lines(path, bad_lines):
+    for lineno, line in _decoded_lines(lines, where, bad_lines):
         if not line.strip():
             continue
-        default_source = f"{path.name}:{lineno}"
-        if is_jsonl:
-            yield _jsonl_item(line, f"{path}, line {lineno}", default_source)
+        if fmt == "auto":
+            fmt = "jsonl" if line.lstrip().startswith("{") else "text"
+        default_source = f"{name}:{lineno}"
+        if fmt == "jsonl":
+            yield _jsonl_item(line, f"{where}, line {lineno}", default_source)
         else:
             yield Item(text=line.strip(), source=default_source)
     if bad_lines:
         shown = ", ".join(str(n) for n in bad_lines[:5]) + (", ..." if len(bad_lines) > 5 else "")
-        warnings.warn(f"{path}: {len(bad_lines)} line(s) were not valid UTF-8 (lines {shown}); "
+        warnings.warn(f"{where}: {len(bad_lines)} line(s) were not valid UTF-8 (lines {shown}); "
                       "undecodable bytes were replaced with U+FFFD", UnicodeWarning, stacklevel=2)
 
 

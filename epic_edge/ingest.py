@@ -14,15 +14,21 @@ from epic_edge.faults import judge, worth_trying
 from epic_edge.instructions import stored_form
 from epic_edge.items import expand_items
 from epic_edge.maintenance import KEEP_THRESHOLD
-from epic_edge.stages import Candidate, coarse_filter, fine_verify, normalize_rows
+from epic_edge.stages import (
+    Candidate,
+    coarse_drop_reason,
+    coarse_filter,
+    fine_verify,
+    normalize_rows,
+)
 from epic_edge.store_writes import NewEntry
-from epic_edge.types import BatchStats, Item, Verdict
+from epic_edge.types import BatchStats, Item, Outcome, Verdict
 
 if TYPE_CHECKING:
     from epic_edge.memory import Memory
 
 log = logging.getLogger(__name__)
-
+FORGOTTEN = "forgotten earlier (`forget`): not stored again unless allow_forgotten is given"
 
 
 @dataclass
@@ -36,10 +42,32 @@ class Versions:
 
 
 class BatchIngester:
-    """Runs the EPIC pipeline over one batch; writes it in a single transaction."""
+    """Runs the EPIC pipeline over one batch; writes it in a single transaction.
 
-    def __init__(self, memory: Memory) -> None:
+    An item `forget` deleted is skipped unless `allow_forgotten` (its tombstone then goes).
+    Given a list as `outcomes`, each item's Outcome is appended to it (Memory.remember)."""
+
+    def __init__(self, memory: Memory, allow_forgotten: bool = False,
+                 outcomes: list[Outcome] | None = None) -> None:
         self.memory = memory
+        self.allow_forgotten = allow_forgotten
+        self.outcomes = outcomes
+        self._noted: dict[bytes, Outcome] = {}  # this batch's outcomes by content hash
+
+    def _note(self, key: bytes, stage: str, reason: str, item_id: str = "",
+              preference_ids: list[int] | None = None, p_keep: float | None = None) -> None:
+        """Record where an item was settled, when the caller asked for outcomes."""
+        if self.outcomes is None:
+            return
+        outcome = self._noted.get(key)
+        alone = stage in ("empty", "duplicate")  # not the outcome of the key's first item
+        if outcome is None or alone:
+            outcome = Outcome(key, item_id, stage, reason)
+            self.outcomes.append(outcome)
+            if not alone:
+                self._noted[key] = outcome
+        outcome.stage, outcome.reason = stage, reason
+        outcome.preference_ids, outcome.p_keep = list(preference_ids or []), p_keep
 
     @contextmanager
     def _timed(self, stats: BatchStats, stage: str):  # type: ignore[no-untyped-def]
@@ -50,8 +78,9 @@ class BatchIngester:
     def run(self, batch: list[Any]) -> BatchStats:
         mem = self.memory
         stats = BatchStats()
+        self._noted = {}
         with self._timed(stats, "prepare"):
-            fresh, epoch, versions = self._fresh_items(batch, stats)
+            fresh, epoch, versions, unforget = self._fresh_items(batch, stats)
             changed = self._changed_items(versions)
         if not fresh and not changed:
             return stats
@@ -67,9 +96,16 @@ class BatchIngester:
         sure: float | None = None  # the verdicts' threshold (maintenance.KEEP_THRESHOLD)
         judged: list[bytes] = []
         unjudged_ids: set[str] = set()  # ids of items with a part not judged
-        for key, text, cands in zip(keys, texts, candidates):
+        for key, text, vector, cands in zip(keys, texts, vectors, candidates):
+            if not cands:
+                if self.outcomes is not None:
+                    self._note(key, "coarse filter",
+                               coarse_drop_reason(vector, prefs, pref_vectors, mem.tau))
+                continue
             cands = self._not_yet_linked(key, cands)
             if not cands:
+                self._note(key, "already filed", "already filed under every preference it "
+                                                 "passes the coarse filter for")
                 continue
             stats.passed_filter += 1
             verdict = None
@@ -78,11 +114,15 @@ class BatchIngester:
                     verdict = self._verify(text, cands)
             if verdict is None:  # not judged: not in the ledger, so the next ingest retries it
                 stats.failed += 1
+                self._note(key, "verifier failed", "the verifier failed on it (see the "
+                           "warnings): not recorded as judged, the next ingest judges it again")
                 unjudged_ids.add(versions.owner.get(key, ""))
                 continue
             judged.append(key)
             stats.verified += 1
             stats.llm_calls += verdict.llm_calls
+            self._note(key, "kept" if verdict.keep else "verifier", verdict.reason,
+                       preference_ids=verdict.preference_ids, p_keep=verdict.p_keep)
             if verdict.keep:
                 stats.kept += 1
                 sure = verdict.threshold if verdict.threshold is not None else sure
@@ -115,7 +155,8 @@ class BatchIngester:
                 linked = {e.item_key for e in entries}
                 kept_items = {k: v for k, v in kept_items.items() if k in linked}
                 dropped = mem.store.delete_items(conn, replaced)
-                ids = mem.store.write_batch(conn, kept_items, entries, judged, epoch, refresh)
+                ids = mem.store.write_batch(conn, kept_items, entries, judged, epoch, refresh,
+                                            unforget)
                 if sure is not None and entries:  # what was kept below it is evicted first
                     mem.store.set_meta(conn, KEEP_THRESHOLD, sure)
             with self._timed(stats, "index"):
@@ -175,13 +216,13 @@ class BatchIngester:
         return keep, refresh
 
     def _fresh_items(self, batch: list[Any], stats: BatchStats
-                     ) -> tuple[dict[bytes, Item], int, Versions]:
-        """Clean and chunk the batch; keep items not yet judged under today's preferences.
-        An id that comes twice in the batch keeps its last version (the earlier ones count
-        as duplicates)."""
+                     ) -> tuple[dict[bytes, Item], int, Versions, set[bytes]]:
+        """Clean and chunk the batch; keep items not forgotten (unless allowed: their keys
+        come fourth) and not yet judged under today's preferences. An id that comes twice in
+        the batch keeps its last version (the earlier ones count as duplicates)."""
         items: dict[bytes, Item] = {}
         versions = Versions()
-        sealer = self.memory.store.sealer
+        store = self.memory.store
         for number, item_id, item in expand_items(batch):
             stats.seen += 1
             if item_id and versions.input_of.get(item_id, number) != number:
@@ -193,19 +234,31 @@ class BatchIngester:
                 versions.keys.setdefault(item_id, set())
             if item is None:
                 stats.rejected += 1
+                self._note(b"", "empty", "the item is empty once cleaned")
                 continue
-            key = sealer.content_hash(item.text, item.id)
+            key = store.sealer.content_hash(item.text, item.id)
             if item_id:
                 versions.keys[item_id].add(key)
                 versions.owner[key] = item_id
             if key in items:
                 stats.duplicates += 1
+                self._note(key, "duplicate", "the same text came earlier in this batch", item.id)
                 continue
             items[key] = item
-        epoch = self.memory.store.epoch
-        unseen = self.memory.store.unseen(list(items), epoch)
+            self._note(key, "new", "", item.id)
+        forgotten = store.forgotten(items)
+        if not self.allow_forgotten:
+            for key in forgotten:
+                stats.forgotten += 1
+                self._note(key, "forgotten", FORGOTTEN)
+                del items[key]
+        epoch = store.epoch
+        unseen = store.unseen(list(items), epoch)
         stats.duplicates += len(items) - len(unseen)
-        return {k: v for k, v in items.items() if k in unseen}, epoch, versions
+        for key in set(items) - unseen:
+            self._note(key, "already judged", "already judged under the current preferences")
+        fresh = {k: v for k, v in items.items() if k in unseen}
+        return fresh, epoch, versions, forgotten & set(fresh) if self.allow_forgotten else set()
 
     def _not_yet_linked(self, key: bytes, cands: list[Candidate]) -> list[Candidate]:
         """For an item seen before new preferences arrived, only judge the new ones."""

@@ -13,7 +13,7 @@ from epic_edge.errors import InvalidInputError
 from epic_edge.items import checked_id
 from epic_edge.maintenance import Budget
 from epic_edge.preference_edits import find_preference
-from epic_edge.stages import coarse_filter, fine_verify
+from epic_edge.stages import coarse_drop_reason, coarse_filter, fine_verify
 from epic_edge.store_reads import Entry  # noqa: F401 - Entry is part of this API
 
 if TYPE_CHECKING:
@@ -50,23 +50,29 @@ def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:
     elif not checked_id(item, "forget").strip():
         raise InvalidInputError("the item id is empty")
     else:
-        return store.rows_of_items([item])[item]
+        rows = store.rows_of_items([item])[item]
+        if not rows and store.sealer.enabled:  # the keyed id a result showed
+            rows = store.query("SELECT id, content_hash FROM items WHERE external_id = ?",
+                               (item,))
     return [(int(r[0]), bytes(r[1])) for r in rows]
 
 
 def forget_item(memory: Memory, item: int | str) -> int:
     """Delete an item and its entries (no copy of its text stays in the file); returns the
-    entries removed. The item also leaves the judged-items ledger, so ingesting it again
-    judges it again."""
+    entries removed. A tombstone (its content hash, keyed like the items' with a key) stays,
+    so ingesting the same item again stores nothing unless `allow_forgotten` is given; it
+    also leaves the judged-items ledger, so an allowed ingest judges it again."""
     memory.sync()
     rows = item_rows(memory, item)
     if not rows:
-        raise InvalidInputError(f"no item {item!r} in this memory (see `epic-edge ls`)")
+        raise InvalidInputError(f"no item {item!r} in this memory (an item is named by the "
+                                "item_id or external_id a hit or an entry shows)")
     with memory.entry_index.lock:
         with memory.store.transaction() as conn:
             entry_ids = memory.store.delete_items(conn, [row for row, _ in rows])
             conn.executemany("DELETE FROM judged WHERE key = ?",
                              [(schema.ledger_key(key),) for _, key in rows])
+            memory.store.add_tombstones(conn, [key for _, key in rows])
         memory.entry_index.remove(entry_ids)
         memory.store.vacuum()
     return len(entry_ids)
@@ -99,7 +105,7 @@ def explain(memory: Memory, text: str) -> Explanation:
     item = to_item(text)
     clean = " ".join(item.text.split())
     if not clean:
-        raise InvalidInputError("the text to explain is empty")
+        raise InvalidInputError("text is empty")
     memory.sync()
     prefs, vectors = memory.steering.preferences, memory.steering.vectors
     if not prefs:
@@ -112,15 +118,11 @@ def explain(memory: Memory, text: str) -> Explanation:
     table.sort(key=lambda row: -row["similarity"])
     stored = sorted(memory.store.preferences_holding(clean))
     if not candidates:
-        best = table[0]
         return Explanation(clean, memory.tau, table, [], None, None, None, [], stored,
-                           f"dropped by the coarse filter: the closest preference "
-                           f"({best['text'][:60]!r}) is at similarity {best['similarity']:.3f} "
-                           f"< tau {memory.tau:.3f}; the verifier is not asked")
+                           coarse_drop_reason(vector[0], prefs, vectors, memory.tau))
     verdict = fine_verify(memory.verifier, clean, candidates)
     threshold = verdict.threshold  # None for a verifier that does not score
-    p_keep = verdict.confidence if verdict.keep else (
-        1.0 - verdict.confidence if threshold is not None else None)
+    p_keep = verdict.p_keep
     names = ", ".join(f"{c.preference.id}" for c in candidates)
     if verdict.keep:
         why = (f"kept for preference(s) {verdict.preference_ids} ({verdict.reason}); "
@@ -147,6 +149,7 @@ def memory_info(memory: Memory) -> dict[str, Any]:
         "items": store.count("items"),
         "entries": store.count("entries"),
         "items_judged": store.count("judged"),
+        "items_forgotten": store.count("forgotten"),
         "budget": asdict(Budget.load(store)),
         "evicted_total": int(store.get_meta("evicted_total") or 0),
         "footprint": memory.footprint(),

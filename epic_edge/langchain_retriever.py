@@ -17,7 +17,8 @@ ConfigDict = optional_import("pydantic", "langchain", _WHAT).ConfigDict
 class EpicEdgeRetriever(BaseRetriever):
     """Documents for a question from Memory.retrieve: the item's text as page content, and
     as metadata the instruction (how to read it for the user), the item, the preference it
-    was kept for, the score and the entry id.
+    was kept for, the score it was ranked by and its vector similarity, and the entry, item and
+    external ids (`memory.forget(metadata["item_id"])` deletes the item).
 
         retriever = EpicEdgeRetriever(memory=Memory.open("memory.epic"), k=5)
         docs = retriever.invoke("Where should I go out for dinner tonight?")
@@ -42,9 +43,12 @@ class EpicEdgeRetriever(BaseRetriever):
                     "preference": hit.preference.text,
                     "preference_id": hit.preference.id,
                     "score": hit.score,
+                    "similarity": hit.similarity,
                     "confidence": hit.confidence,
                     "source": hit.source,
                     "entry_id": hit.entry_id,
+                    "item_id": hit.item_id,
+                    "external_id": hit.external_id,
                 },
             )
             for hit in hits

@@ -26,6 +26,7 @@ from epic_edge.opening import open_memory
 from epic_edge.profiles import Profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
 from epic_edge.ranking import BrevityEvidence, ConfidenceEvidence
+from epic_edge.remembering import Remembered, remember
 from epic_edge.retrieval import Retrieval, lookup
 from epic_edge.stages import PAPER_STEER_BY, PAPER_STEER_WEIGHT, Steering
 from epic_edge.store import MemoryStore
@@ -189,18 +190,24 @@ class Memory(inspection.Inspecting):
         return preference_edits.remove_preference(self, preference)
 
     # -- ingest -------------------------------------------------------------------------
-    def ingest_batches(self, items: Iterable[Any], batch_size: int = 32) -> Iterator[BatchStats]:
+    def ingest_batches(self, items: Iterable[Any], batch_size: int = 32, *,
+                       allow_forgotten: bool = False) -> Iterator[BatchStats]:
         """Ingest a stream of items, one transaction per batch; yields each batch's stats.
 
-        A lone str, bytes, Item or dict is one item.
+        A lone str, bytes, Item or dict is one item. An item `forget` deleted is not stored
+        again (stats.forgotten counts it) unless `allow_forgotten`.
         """
+        yield from self.run_ingester(BatchIngester(self, allow_forgotten), items, batch_size)
+
+    def run_ingester(self, ingester: BatchIngester, items: Iterable[Any],
+                     batch_size: int = 32) -> Iterator[BatchStats]:
+        """ingest_batches with a given BatchIngester (remembering.remember records outcomes)."""
         items = one_or_many(items, (str, bytes, bytearray, Item, dict))
         if not 1 <= batch_size <= MAX_BATCH:
             raise InvalidInputError(f"batch_size must be between 1 and {MAX_BATCH}")
         if not self.steering.preferences:
             raise InvalidInputError("add at least one preference before ingesting items")
         self.sync()
-        ingester = BatchIngester(self)
         budget = Budget.load(self.store)
         stream = iter(items)
         while batch := list(islice(stream, batch_size)):
@@ -209,9 +216,15 @@ class Memory(inspection.Inspecting):
             self.store.checkpoint()
             yield stats
 
-    def ingest(self, items: Iterable[Any], batch_size: int = 32) -> list[BatchStats]:
+    def ingest(self, items: Iterable[Any], batch_size: int = 32, *,
+               allow_forgotten: bool = False) -> list[BatchStats]:
         """Ingest items (str, bytes, Item or {"text", "source", "id"}); per-batch stats."""
-        return list(self.ingest_batches(items, batch_size))
+        return list(self.ingest_batches(items, batch_size, allow_forgotten=allow_forgotten))
+
+    def remember(self, item: Any, *, allow_forgotten: bool = False) -> Remembered:
+        """Ingest one item and say what became of it: kept (item id, entries, preferences)
+        or dropped (stage and reason), chunk by chunk: see epic_edge.remembering."""
+        return remember(self, item, allow_forgotten)
 
     # -- retrieval ----------------------------------------------------------------------
     def lookup(

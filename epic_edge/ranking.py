@@ -119,10 +119,10 @@ def boosts(memory: Memory, question: str, q: np.ndarray, steer: bool) -> list[Ev
 
 
 def fuse(scores: np.ndarray, ids: np.ndarray, boosts: Sequence[Evidence],
-         k: int) -> tuple[np.ndarray, np.ndarray]:
+         k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The top k of score + every boost (an entry a boost does not list gets 0 from it), as
-    (vector scores, ids) in that order: a hit keeps its vector score (what floors and gates are
-    calibrated on)."""
+    (fused scores, vector scores, ids) in that order: a hit shows the score it was ranked by
+    and keeps its vector score (what floors and gates are calibrated on)."""
     valid = ids >= 0
     scores, ids = scores[valid], ids[valid]
     total = scores.astype(np.float64)
@@ -131,4 +131,4 @@ def fuse(scores: np.ndarray, ids: np.ndarray, boosts: Sequence[Evidence],
             at = np.clip(np.searchsorted(boost_ids, ids), 0, len(boost_ids) - 1)
             total = total + np.where(boost_ids[at] == ids, boost[at], 0.0)
     order = np.argsort(-total, kind="stable")[:k]
-    return scores[order], ids[order]
+    return total[order], scores[order], ids[order]

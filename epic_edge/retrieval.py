@@ -72,20 +72,21 @@ def lookup(
     lifts = boosts(memory, question, q, steer)
     if lifts:  # every entry's vector score, fused with the evidence (epic_edge.ranking)
         scores, ids = memory.entry_index.search(query, len(memory.entry_index))
-        top = fuse(scores[0], ids[0], lifts, k)
-        scores, ids = top[0][None], top[1][None]
+        ranked, scores, ids = fuse(scores[0], ids[0], lifts, k)
     else:
         scores, ids = memory.entry_index.search(query, k)
+        scores, ids = scores[0], ids[0]
+        ranked = scores
     lap("search")
-    rows = memory.store.entries_by_id(i for i in ids[0] if i >= 0)
+    rows = memory.store.entries_by_id(i for i in ids if i >= 0)
     hits = []
-    for score, entry_id in zip(scores[0], ids[0]):
+    for rank_score, score, entry_id in zip(ranked, scores, ids):
         row = rows.get(int(entry_id))
         if row is None or (min_score is not None and score < min_score):
             continue
-        eid, instruction, confidence, item_text, source, pid, ptext = row
-        hits.append(Hit(eid, float(score), instruction, item_text, Preference(pid, ptext),
-                        source, float(confidence)))
+        eid, instruction, confidence, item_text, source, pid, ptext, item_id, external = row
+        hits.append(Hit(eid, float(rank_score), instruction, item_text, Preference(pid, ptext),
+                        source, float(confidence), item_id, external, float(score)))
     lap("fetch")
     if not hits:
         reason = (f"no entry scored at least {min_score:.3f}" if min_score is not None

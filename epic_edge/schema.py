@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 #    they are and read as before, so the upgrade rewrites nothing
 # 5: a checksum per row of preferences, items and entries (epic_edge.row_checks); rows
 #    written before keep none and are read unchecked, so the upgrade rewrites nothing
-SCHEMA_VERSION = 5
+# 6: the `forgotten` table of tombstones (created empty; no row changes)
+SCHEMA_VERSION = 6
 
 # create() splits this on ";": keep semicolons out of the SQL comments
 _SCHEMA = """
@@ -41,6 +42,11 @@ CREATE INDEX IF NOT EXISTS entries_by_preference ON entries(preference_id);
 -- with no second index, ~16 bytes a row (a collision only means one item goes unjudged)
 CREATE TABLE IF NOT EXISTS judged (
     key INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, seq INTEGER NOT NULL);
+-- tombstones: the content hash (keyed with the memory's key when it has one, like items'
+-- hashes) of every item `forget` deleted, so ingesting the same feed again does not store
+-- it again unless asked (allow_forgotten). 16 bytes a row, never evicted: part of the file's
+-- fixed footprint, like the preferences and the ledger
+CREATE TABLE IF NOT EXISTS forgotten (hash BLOB PRIMARY KEY) WITHOUT ROWID;
 """
 
 # footprint part -> (table, per-row byte count); text is counted in UTF-8 bytes
@@ -50,6 +56,7 @@ FOOTPRINT_SQL = {
     "vectors": ("entries", "LENGTH(embedding)"),
     "preferences": ("preferences", "LENGTH(CAST(text AS BLOB)) + LENGTH(embedding)"),
     "ledger": ("judged", "16"),
+    "forgotten": ("forgotten", "LENGTH(hash)"),
 }
 
 
@@ -71,8 +78,8 @@ def migrate(conn: sqlite3.Connection) -> None:
     """Schema 1 -> 2: drop the old `seen` ledger (hash BLOB + its index, ~90 B a row). It is
     a cache: an item it listed is judged once more if it returns. 2 -> 4 without a key and
     3 -> 4: no change to any row; an encrypted file of schema 2 waits for its key
-    (seal_vectors_and_ids). 4 -> 5: add_row_checksums. Each step leaves the next version,
-    so a later step follows the last one here."""
+    (seal_vectors_and_ids). 4 -> 5: add_row_checksums. 5 -> 6: the empty `forgotten` table.
+    Each step leaves the next version, so a later step follows the last one here."""
     version = _meta(conn, "schema_version")
     if version is None:
         return
@@ -83,6 +90,9 @@ def migrate(conn: sqlite3.Connection) -> None:
         _set_version(conn, version := 4)
     if int(version) == 4:
         add_row_checksums(conn)
+        version = 5
+    if int(version) == 5:  # 5 -> 6: `forgotten` was created empty above; no row changes
+        _set_version(conn, version := 6)
 
 
 _CHECKSUMMED = ("preferences", "items", "entries")
@@ -109,7 +119,7 @@ def add_row_checksums(conn: sqlite3.Connection) -> None:
 
 def seal_vectors_and_ids(conn: sqlite3.Connection, sealer: Sealer) -> None:
     """Schema 2 -> 4 of an encrypted file (its text is sealed already): seal the preference
-    and entry vectors and replace item ids by their keyed hash; then 4 -> 5."""
+    and entry vectors and replace item ids by their keyed hash; then on to the latest version."""
     for table in ("preferences", "entries"):
         rows = conn.execute(f"SELECT id, embedding FROM {table}").fetchall()
         conn.executemany(f"UPDATE {table} SET embedding=? WHERE id=?",
@@ -118,7 +128,7 @@ def seal_vectors_and_ids(conn: sqlite3.Connection, sealer: Sealer) -> None:
     conn.executemany("UPDATE items SET external_id=? WHERE id=?",
                      [(sealer.id_hash(x), row_id) for row_id, x in rows])
     _set_version(conn, 4)
-    add_row_checksums(conn)
+    migrate(conn)  # 4 -> SCHEMA_VERSION
 
 
 _CORE_TABLES = {"meta", "preferences", "items", "entries"}

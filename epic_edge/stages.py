@@ -50,6 +50,18 @@ def coarse_filter(
     return result
 
 
+def coarse_drop_reason(item_vector: np.ndarray, preferences: Sequence[Preference],
+                       preference_vectors: np.ndarray, tau: float) -> str:
+    """Why the coarse filter dropped an item: its closest preference and that similarity."""
+    if len(preferences) == 0:
+        return "dropped: the memory has no preferences"
+    sims = np.asarray(preference_vectors, np.float32) @ np.asarray(item_vector, np.float32)
+    best = int(np.argmax(sims))
+    return (f"dropped by the coarse filter: the closest preference "
+            f"({preferences[best].text[:60]!r}) is at similarity {float(sims[best]):.3f} < tau "
+            f"{tau:.3f}; the verifier is not asked")
+
+
 def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) -> Verdict:
     """Ask the verifier about one coarse-filter survivor; never called with no candidates.
 

@@ -192,13 +192,14 @@ class MemoryStore(StoreWrites, CheckedReads, SQLiteFile):
                 np.array([r[2] for r in rows], np.float64))
 
     def entries_by_id(self, ids: Iterable[int]) -> dict[int, tuple]:
-        """entry id -> (id, instruction, confidence, item text, source, pref id, pref text)."""
+        """entry id -> (id, instruction, confidence, item text, source, pref id, pref text,
+        item id, item's external id as stored)."""
         ids = [int(i) for i in ids]
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
         return {e.entry_id: (e.entry_id, e.instruction, e.confidence, e.item_text, e.source,
-                             e.preference.id, e.preference.text)
+                             e.preference.id, e.preference.text, e.item_id, e.external_id)
                 for e in self.checked_entries(f"WHERE e.id IN ({marks})", ids)}
 
     def unseen(self, keys: list[bytes], epoch: int) -> set[bytes]:
@@ -284,15 +285,32 @@ class MemoryStore(StoreWrites, CheckedReads, SQLiteFile):
         return {int(r[0]) for r in
                 self.query(f"SELECT id FROM entries WHERE item_id IN ({marks})", ids)}
 
+    def forgotten(self, keys: Iterable[bytes]) -> set[bytes]:
+        """The content hashes among `keys` that `forget` left a tombstone for."""
+        keys = list(keys)
+        if not keys or not self.has_table("forgotten"):
+            return set()
+        marks = ",".join("?" * len(keys))
+        return {bytes(r[0]) for r in
+                self.query(f"SELECT hash FROM forgotten WHERE hash IN ({marks})", keys)}
+
+    def has_table(self, table: str) -> bool:
+        """Whether the file has `table` (a file of an older schema, opened read-only, may not)."""
+        return bool(self.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                               (table,)))
+
     def count(self, table: str) -> int:
-        if table not in {"preferences", "items", "entries", "judged"}:
+        if table not in {"preferences", "items", "entries", "judged", "forgotten"}:
             raise ValueError(table)
+        if not self.has_table(table):
+            return 0
         return int(self.query(f"SELECT COUNT(*) FROM {table}")[0][0])
 
     def footprint(self) -> dict[str, int]:
         """Bytes on disk by part; `overhead` is pages, indexes and free space."""
         total = self.file_bytes()
         parts = {part: int(self.query(f"SELECT COALESCE(SUM({expr}), 0) FROM {table}")[0][0])
+                 if self.has_table(table) else 0
                  for part, (table, expr) in schema.FOOTPRINT_SQL.items()}
         parts["overhead"] = max(total - sum(parts.values()), 0)
         parts["total"] = total

@@ -90,6 +90,11 @@ class StoreWrites:
         conn.executemany("UPDATE entries SET confidence = ?, updated_at = ?, checksum = ? "
                          "WHERE id = ?", updates)
 
+    def add_tombstones(self, conn: sqlite3.Connection, keys: Iterable[bytes]) -> None:
+        """Remember that the items of these content hashes were forgotten (store.forgotten)."""
+        conn.executemany("INSERT OR IGNORE INTO forgotten(hash) VALUES (?)",
+                         [(bytes(k),) for k in keys])
+
     def write_batch(
         self,
         conn: sqlite3.Connection,
@@ -98,9 +103,11 @@ class StoreWrites:
         judged: Iterable[bytes],
         epoch: int,
         refresh: dict[int, float] | None = None,
+        unforget: Iterable[bytes] = (),
     ) -> list[int]:
         """Store kept items and their entries and record the verifier's judged items in the
-        bounded ledger (the oldest rows beyond LEDGER_ROWS leave it).
+        bounded ledger (the oldest rows beyond LEDGER_ROWS leave it); the tombstones of
+        `unforget` (forgotten items offered again with allow_forgotten) go.
 
         `items` maps content hash -> (text, source, external id). Returns the new entry ids
         in the order of `entries`.
@@ -108,6 +115,7 @@ class StoreWrites:
         now = time.time()
         rows = [(self.sealer.seal(t), self.sealer.seal(s), self.sealer.id_hash(x), key)
                 for key, (t, s, x) in items.items()]
+        conn.executemany("DELETE FROM forgotten WHERE hash = ?", [(bytes(k),) for k in unforget])
         conn.executemany(
             "INSERT OR IGNORE INTO items(text, source, external_id, content_hash, created_at, "
             "checksum) VALUES (?, ?, ?, ?, ?, ?)", [(*row, now, row_sum(row)) for row in rows])

@@ -40,6 +40,14 @@ class Verdict:
     llm_calls: int = 0
     threshold: float | None = None
 
+    @property
+    def p_keep(self) -> float | None:
+        """The decision's P(Keep): its confidence when kept; 1 - confidence when discarded by
+        a verifier that scores (one with a threshold); None for one that does not."""
+        if self.keep:
+            return self.confidence
+        return 1.0 - self.confidence if self.threshold is not None else None
+
     @classmethod
     def discard(cls, reason: str, llm_calls: int = 0, confidence: float = 0.0,
                 threshold: float | None = None) -> Verdict:
@@ -49,7 +57,14 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Hit:
-    """One retrieved memory entry."""
+    """One retrieved memory entry.
+
+    `score` is what the hit was ranked by: its vector score (`similarity`, what the floor
+    and the gates are calibrated on) plus the evidence of the memory's ranking (lexical,
+    confidence, brevity: epic_edge.ranking), so hits come in falling `score`. `item_id` is
+    the item's number in this memory and `external_id` the id it was ingested with (with a
+    key, its keyed hash): either one is what `forget` takes.
+    """
 
     entry_id: int
     score: float
@@ -58,6 +73,9 @@ class Hit:
     preference: Preference
     source: str = ""
     confidence: float = 1.0
+    item_id: int = 0
+    external_id: str = ""
+    similarity: float = 0.0
 
 
 @dataclass
@@ -76,6 +94,7 @@ class BatchStats:
     consolidated: int = 0
     replaced: int = 0
     failed: int = 0  # items the verifier failed on: not recorded as judged, judged next time
+    forgotten: int = 0  # items `forget` deleted before, not stored again (allow_forgotten)
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add_time(self, stage: str, seconds: float) -> None:
@@ -84,7 +103,26 @@ class BatchStats:
     def merge(self, other: BatchStats) -> None:
         for name in ("seen", "duplicates", "rejected", "passed_filter", "verified", "kept",
                      "entries_added", "llm_calls", "evicted", "consolidated", "replaced",
-                     "failed"):
+                     "failed", "forgotten"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for stage, secs in other.seconds.items():
             self.add_time(stage, secs)
+
+
+@dataclass
+class Outcome:
+    """What one ingest did with one item (after cleaning and chunking), as it decided it.
+
+    `stage` is where it was settled: "empty", "duplicate" (the same text earlier in the
+    batch), "forgotten" (a tombstone), "already judged" (under today's preferences),
+    "coarse filter", "already filed", "verifier failed", "verifier" (discarded) or "kept";
+    `preference_ids` are those it was kept for and `p_keep` the decision's P(Keep), where
+    a verifier scored it.
+    """
+
+    key: bytes
+    external_id: str
+    stage: str
+    reason: str
+    preference_ids: list[int] = field(default_factory=list)
+    p_keep: float | None = None

@@ -14,6 +14,7 @@ from typing import Any
 from epic_edge import registry
 from epic_edge.errors import EpicEdgeError, ModelNotFoundError, ProfileError
 from epic_edge.export.bundle import MANIFEST, PROFILE_FILE, read_manifest, write_manifest
+from epic_edge.export.bundle_readme import write_app_files
 from epic_edge.export.python_package import source_root, write_python_package
 from epic_edge.profiles import Profile, load_profile
 
@@ -111,12 +112,13 @@ def export_coreml(job: ExportJob) -> dict[str, Any]:
 
 def export_executorch(job: ExportJob) -> dict[str, Any]:
     from epic_edge.export.minilm_executorch import export_executorch as export
-    from epic_edge.export.minilm_executorch import qnn_sdk_root
+    from epic_edge.export.minilm_executorch import is_int8_program, qnn_sdk_root
 
     cfg, folder = job.profile.embedder, job.embedder_dir
     max_length = int(cfg.get("max_length", 256))
-    job.step("embedder executorch xnnpack", export, folder, delegate="xnnpack",
-             max_length=max_length)
+    int8 = is_int8_program(str(cfg.get("model", "")))
+    job.step(f"embedder executorch xnnpack{' int8' if int8 else ''}", export, folder,
+             delegate="xnnpack", max_length=max_length, int8=int8)
     try:
         qnn_sdk_root()
     except ModelNotFoundError as exc:
@@ -189,8 +191,9 @@ def export_bundle(profile: str | Path | Profile, out_dir: Path, *, int8: bool = 
     """Export the embedder, tokenizer and verifier LLM for `profile` into `out_dir`.
 
     Writes profile.toml (the profile as shipped), python/ (a wheel of epic-edge and a
-    requirements.txt pinned to the versions installed here) and manifest.json (hashes, sizes,
-    model facts, library versions). Steps that need hardware or an SDK that is absent are
+    requirements.txt: export/python_package.py), README.md, example_app.py and
+    MEMORY-FORMAT.md (export/bundle_readme.py) and manifest.json (hashes, sizes, model facts,
+    library versions). Steps that need hardware or an SDK that is absent are
     recorded as skipped with the reason (QNN without $QNN_SDK_ROOT), or fail when asked for
     (qnn=True).
     """
@@ -223,5 +226,6 @@ def export_bundle(profile: str | Path | Profile, out_dir: Path, *, int8: bool = 
                             write_python_package if source_root() else None, out_dir, prof,
                             skipped="epic-edge is installed from a wheel, not run from source"),
              "steps": steps, "retrieval": dict(prof.retrieval)}
+    write_app_files(out_dir, prof)
     manifest = write_manifest(out_dir, prof, facts)
     return ExportResult(root=out_dir, manifest=manifest, steps=steps)

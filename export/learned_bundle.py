@@ -36,7 +36,7 @@ def decision_format(model: str) -> str:
 def export_learned_decision(src: Path, out_dir: Path, cfg: dict[str, Any],
                             step: Callable[..., Any]) -> dict[str, Any]:
     """Write the profile's decision file(s) under out_dir; returns the manifest facts."""
-    from .minilm_executorch import qnn_sdk_root
+    from .minilm_executorch import is_int8_program, qnn_sdk_root
 
     model = str(cfg["model"])
     fmt = decision_format(model)
@@ -44,6 +44,8 @@ def export_learned_decision(src: Path, out_dir: Path, cfg: dict[str, Any],
     options: dict[str, Any] = {}
     if fmt == "executorch":
         options["delegate"] = Path(model).stem.rsplit(".", 1)[-1]
+        if is_int8_program(model):
+            options["int8"] = True
     elif fmt == "coreml":
         options = {"compute_units": str(cfg.get("compute_units", "ALL")),
                    "precision": str(cfg.get("precision", "fp32"))}

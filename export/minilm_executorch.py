@@ -26,8 +26,14 @@ QNN_ENV = "QNN_SDK_ROOT"
 DEFAULT_SOC = "SM8650"
 
 
-def pte_name(delegate: str) -> str:
-    return f"model.{delegate}.pte"
+def pte_name(delegate: str, int8: bool = False) -> str:
+    """model.xnnpack.pte, or model.int8.xnnpack.pte for a program in dynamic int8."""
+    return f"model.{'int8.' if int8 else ''}{delegate}.pte"
+
+
+def is_int8_program(path: str | Path) -> bool:
+    """Whether a profile's .pte path names an int8 program (pte_name)."""
+    return Path(path).name.startswith("model.int8.")
 
 
 def _import_executorch() -> Any:
@@ -73,9 +79,51 @@ def _partitioners(delegate: str, soc: str, example: tuple[Any, ...]) -> list[Any
     return [QnnPartitioner(spec)]  # pragma: no cover
 
 
+def int8_word_embeddings(module: Any, min_rows: int = 1000) -> None:
+    """Replace each large nn.Embedding of `module` (MiniLM's 30,522 x 384 word table, half
+    the program) by int8 rows with one fp32 scale each, dequantised as they are looked up."""
+    import torch
+
+    class Int8Embedding(torch.nn.Module):
+        def __init__(self, weight: Any) -> None:
+            super().__init__()
+            scale = weight.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127.0
+            self.register_buffer("rows", torch.round(weight / scale).to(torch.int8))
+            self.register_buffer("scale", scale.to(torch.float32))
+
+        def forward(self, ids: Any) -> Any:
+            return self.rows[ids].to(torch.float32) * self.scale[ids]
+
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, torch.nn.Embedding) and child.num_embeddings >= min_rows:
+                setattr(parent, name, Int8Embedding(child.weight.detach()))
+
+
+def quantized_int8(module: Any, example: tuple[Any, ...], dynamic: dict[str, Any]) -> Any:
+    """`module` with every Linear in XNNPACK's dynamic int8 (per-channel int8 weights,
+    activations quantised per run), as ONNX Runtime's quantize_dynamic does the int8 ONNX
+    embedder: about a quarter of the fp32 program's bytes."""
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    int8_word_embeddings(module)
+    quantizer = XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
+    graph = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False).module()
+    prepared = prepare_pt2e(graph, quantizer)
+    prepared(*example)  # dynamic: no calibration data needed, one run sets the observers up
+    return convert_pt2e(prepared)
+
+
 def write_program(module: Any, pte: Path, *, delegate: str, max_length: int,
-                  soc: str = DEFAULT_SOC) -> Path:
-    """Lower `module` ((ids, mask, types) of batch 1, sequence 2..max_length) to `pte`."""
+                  soc: str = DEFAULT_SOC, int8: bool = False) -> Path:
+    """Lower `module` ((ids, mask, types) of batch 1, sequence 2..max_length) to `pte`;
+    `int8`: its Linear layers in dynamic int8 first (XNNPACK only)."""
     exir = _import_executorch()
     import torch
 
@@ -83,8 +131,12 @@ def write_program(module: Any, pte: Path, *, delegate: str, max_length: int,
     example = (ids, torch.ones_like(ids), torch.zeros_like(ids))
     seq = torch.export.Dim("sequence", min=2, max=int(max_length))
     dynamic = {name: {1: seq} for name in INPUT_NAMES}
+    if int8 and delegate != "xnnpack":
+        raise InvalidInputError("int8 programs are written for the xnnpack delegate only")
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if int8:
+            module = quantized_int8(module, example, dynamic)
         program = torch.export.export(module, example, dynamic_shapes=dynamic, strict=False)
         edge = exir.to_edge_transform_and_lower(
             program, partitioner=_partitioners(delegate, soc, example))
@@ -97,8 +149,9 @@ def write_program(module: Any, pte: Path, *, delegate: str, max_length: int,
 
 
 def export_executorch(out_dir: Path, *, delegate: str = "xnnpack", max_length: int = MAX_LENGTH,
-                      soc: str = DEFAULT_SOC, force: bool = False) -> Path:
-    """Write out_dir/{model.<delegate>.pte, tokenizer.json, model.json}; return the .pte path.
+                      soc: str = DEFAULT_SOC, force: bool = False, int8: bool = False) -> Path:
+    """Write out_dir/{model.<delegate>.pte, tokenizer.json, model.json}; return the .pte path
+    (`int8`: model.int8.xnnpack.pte, its word table and Linear layers in int8).
 
     Batch is fixed at 1 and the sequence length is dynamic (2..max_length): XNNPACK's reshape
     takes one dynamic dimension only; the runtime embeds a batch one text at a time.
@@ -106,17 +159,18 @@ def export_executorch(out_dir: Path, *, delegate: str = "xnnpack", max_length: i
     if delegate not in DELEGATES:
         raise InvalidInputError(f"delegate {delegate!r}; expected one of {DELEGATES}")
     out_dir = Path(out_dir)
-    pte = out_dir / pte_name(delegate)
+    pte = out_dir / pte_name(delegate, int8)
     if pte.is_file() and (out_dir / "model.json").is_file() and not force:
         return pte
     if delegate == "qnn":
         qnn_sdk_root()
     weights = find_minilm_weights()
     write_program(explicit_mask_encoder(token_types=True), pte, delegate=delegate,
-                  max_length=max_length, soc=soc)
+                  max_length=max_length, soc=soc, int8=int8)
     shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
     meta = {"name": MODEL_NAME, "dim": DIM, "pooling": "mean", "normalize": True,
-            "max_length": int(max_length), "precision": "fp32", "format": "executorch",
+            "max_length": int(max_length), "precision": "int8" if int8 else "fp32",
+            "format": "executorch",
             "delegate": delegate, "inputs": list(INPUT_NAMES), "output": "sentence_embedding",
             "batch": 1}
     if delegate == "qnn":

@@ -71,7 +71,8 @@ def build_wheel(out_dir: Path) -> Path:
 
 def pinned_requirements(extra: str) -> list[str]:
     """Lines of a requirements file: epic-edge's dependencies and those of `extra`, each
-    pinned to the version installed here; a dependency not installed here keeps its range."""
+    pinned to the public version installed here (no local build label such as "+cpu"); a
+    dependency not installed here keeps its range."""
     lines = []
     for text in importlib.metadata.requires("epic-edge") or []:
         req = Requirement(text)
@@ -81,7 +82,9 @@ def pinned_requirements(extra: str) -> list[str]:
         rest = _EXTRA_MARKER.sub("", marker).strip()
         name = req.name + (f"[{','.join(sorted(req.extras))}]" if req.extras else "")
         try:
-            spec = f"=={importlib.metadata.version(req.name)}"
+            # a local label names this machine's build ("2.13.0+cpu": PyTorch's x86 CPU
+            # index); the public version it builds is what another platform can install
+            spec = f"=={importlib.metadata.version(req.name).split('+', 1)[0]}"
             note = ""
         except importlib.metadata.PackageNotFoundError:
             spec, note = str(req.specifier), "  # not installed where exported: pip chooses"
@@ -100,6 +103,9 @@ def write_python_package(out_dir: Path, profile: Profile) -> dict[str, str]:
               f"versions installed where it was exported (Python {platform.python_version()}, "
               f"{platform.system()} {platform.machine()}).",
               "# Another Python version or platform may need other versions: see the device page.",
+              *(["# Not for the phone: PyPI has no Android build of numpy, tokenizers, faiss-cpu "
+                 "or executorch; README.md says what runs on it."]
+                if profile.platform == "android-arm64" else []),
               f"# pip install -r {REQUIREMENTS} {wheel.name}"]
     (folder / REQUIREMENTS).write_text("\n".join(header + pinned_requirements(extra)) + "\n",
                                        encoding="utf-8")

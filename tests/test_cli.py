@@ -68,7 +68,7 @@ def test_prefs_ingest_query_info_rm(cli, tmp_path):
     info = json.loads(out)
     assert info["preferences"] == 2 and info["items"] == 2 and info["footprint"]["total"] > 0
     code, out, _ = cli("prefs", "rm", "I love hiking in mountains")
-    assert code == 0 and "1 entries" in out
+    assert code == 0 and "1 entry" in out
     assert json.loads(cli("info", "--json")[1])["items"] == 1
 
 
@@ -252,7 +252,7 @@ def test_ingest_exits_1_when_the_verifier_fails_and_a_rerun_judges_the_items(
     assert code == 1 and failed >= 1 and "run the same ingest again" in err
     assert "Tofu" not in err and "flax" not in err
     code, out, _ = cli("ingest", str(items), "--quiet")
-    assert code == 0 and "duplicates 0" in out and f"verified {failed}," in out
+    assert code == 0 and "already judged 0" in out and f"verified {failed}," in out
 
 
 def test_non_utf8_arguments_and_lone_surrogates_are_not_tracebacks(

@@ -1,4 +1,5 @@
-"""Device bundles: linux-cpu and galaxy-z-flip6 exported once per session, manifest and loader."""
+"""Device bundles (linux-cpu and galaxy-z-flip6 exported once per session: conftest.py):
+manifest and loader."""
 
 from __future__ import annotations
 
@@ -33,25 +34,6 @@ def reference(weights: Path) -> np.ndarray:
 
     model = SentenceTransformer(str(weights), device="cpu")
     return model.encode(SENTENCES, normalize_embeddings=True, convert_to_numpy=True)
-
-
-@pytest.fixture(scope="session")
-def cpu_bundle(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from epic_edge.export.device_export import export_bundle
-
-    out = tmp_path_factory.mktemp("bundles") / "linux-cpu"
-    export_bundle("linux-cpu", out)
-    return out
-
-
-@pytest.fixture(scope="session")
-def phone_bundle(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("executorch")
-    from epic_edge.export.device_export import export_bundle
-
-    out = tmp_path_factory.mktemp("bundles") / "galaxy-z-flip6"
-    export_bundle("galaxy-z-flip6", out)
-    return out
 
 
 def test_manifest_describes_the_linux_cpu_bundle(cpu_bundle: Path) -> None:
@@ -173,11 +155,11 @@ def test_phone_bundle_xnnpack_embedder_agrees(phone_bundle: Path, reference: np.
 
     bundle = load_bundle(phone_bundle)
     manifest = bundle.manifest
-    assert "all-minilm-l6-v2/model.xnnpack.pte" in manifest["files"]
+    assert "all-minilm-l6-v2/model.int8.xnnpack.pte" in manifest["files"]
     assert manifest["embedder"]["delegate"] == "xnnpack"
     llm = manifest["llm"]
     assert (llm["decision_file"], llm["decision_format"]) == (
-        "epic-verifier-minilm/model.xnnpack.pte", "executorch")
+        "epic-verifier-minilm/model.int8.xnnpack.pte", "executorch")
     assert llm["decision_sha256"] == manifest["files"][llm["decision_file"]]["sha256"]
     assert llm["file"] is None and not any(f.endswith(".gguf") for f in manifest["files"])
     for name in ("embedder executorch qnn", "learned decision executorch qnn"):
@@ -185,16 +167,17 @@ def test_phone_bundle_xnnpack_embedder_agrees(phone_bundle: Path, reference: np.
         if not os.environ.get("QNN_SDK_ROOT"):
             assert qnn[0]["status"] == "skipped" and "QNN_SDK_ROOT" in qnn[0]["reason"]
     emb = registry.create("embedder", bundle.profile.embedder, bundle.model_dir)
-    assert emb.dim == 384 and emb.fingerprint == "all-MiniLM-L6-v2:mean:384:fp32"
+    assert emb.dim == 384 and emb.fingerprint == "all-MiniLM-L6-v2:mean:384:int8"
     got = emb.embed(SENTENCES)
     assert got.shape == (len(SENTENCES), 384) and got.dtype == np.float32
-    assert (got * reference).sum(axis=1).min() >= 0.999
+    assert (got * reference).sum(axis=1).min() >= 0.99  # int8 ("ok": 0.993): docs/bundles.md
     assert emb.embed([]).shape == (0, 384)
 
 
 def test_phone_bundle_decides_as_linux_cpu_and_keeps_a_small_memory(phone_bundle: Path,
                                                                      tmp_path: Path) -> None:
-    """The galaxy-z-flip6 bundle as shipped (ExecuTorch embedder and decision) on x86 Linux."""
+    """The galaxy-z-flip6 bundle as shipped (int8 ExecuTorch embedder and decision) on x86
+    Linux."""
     pytest.importorskip("faiss")
     from epic_edge import registry
     from epic_edge.backends.learned_verifier import LearnedVerifier
@@ -202,7 +185,7 @@ def test_phone_bundle_decides_as_linux_cpu_and_keeps_a_small_memory(phone_bundle
     from epic_edge.calibrate import load_verification_set
     from epic_edge.datasets import load_sample_corpus, load_sample_persona
     from epic_edge.export.bundle import load_bundle
-    from epic_edge.export.learned_decision import INT8_SOURCE_LIMIT, PARITY_LIMIT, parity
+    from epic_edge.export.learned_decision import INT8_PROGRAM_LIMIT, PARITY_LIMIT, parity
     from epic_edge.memory import Memory
     from epic_edge.models import model_dir
 
@@ -212,12 +195,10 @@ def test_phone_bundle_decides_as_linux_cpu_and_keeps_a_small_memory(phone_bundle
     source = LearnedVerifier(model_dir() / "epic-verifier-minilm" / "model.onnx")
     got = parity(source, decision, [p.preference for p in pairs], [p.passage for p in pairs],
                  threshold=float(bundle.profile.verifier["threshold"]))
-    source_meta = json.loads((model_dir() / "epic-verifier-minilm" / "model.json").read_text())
-    if source_meta.get("precision") == "int8":  # an older install: held to int8's own spread
-        assert got["max_abs_delta"] <= INT8_SOURCE_LIMIT
-        assert got["mean_abs_delta"] <= PARITY_LIMIT / 2 and got["decisions_agree"] >= 0.97
-    else:  # the shipped fp32 decision
-        assert got["max_abs_delta"] <= PARITY_LIMIT and got["decisions_agree"] == 1.0
+    # the int8 program rounds (bench/results/int8_programs.json): held to its measured spread
+    assert bundle.profile.verifier["model"].endswith("model.int8.xnnpack.pte")
+    assert got["max_abs_delta"] <= INT8_PROGRAM_LIMIT
+    assert got["mean_abs_delta"] <= PARITY_LIMIT / 2 and got["decisions_agree"] >= 0.97
     persona, corpus = load_sample_persona(), load_sample_corpus()
     with Memory.open(tmp_path / "phone.epic", bundle.profile, model_dir=bundle.model_dir) as mem:
         mem.add_preferences(persona["preferences"])
@@ -240,11 +221,10 @@ def test_cli_export_and_check(cpu_bundle: Path, capsys: pytest.CaptureFixture[st
     assert "manifest.json is missing" in capsys.readouterr().err
 
 
-def test_jetson_bundle(weights: Path, tmp_path: Path) -> None:
+def test_jetson_bundle(jetson_bundle) -> None:
     from epic_edge.export.bundle import load_bundle
-    from epic_edge.export.device_export import export_bundle
 
-    result = export_bundle("jetson-orin-nano", tmp_path / "jetson", int8=False)
+    result = jetson_bundle
     bundle = load_bundle(result.root)
     assert bundle.profile.name == "jetson-orin-nano"
     assert bundle.profile.embedder["providers"][0] == "TensorrtExecutionProvider"

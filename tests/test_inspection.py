@@ -73,7 +73,7 @@ def test_entries_pages_and_filters(filled):
         filled.entries(preference="I collect stamps")
 
 
-def test_forget_by_id_and_by_number_then_ingest_judges_again(filled):
+def test_forget_by_id_and_by_number_then_only_an_allowed_ingest_judges_again(filled):
     number = filled.entries(preference=HIKING)[0].item_id
     assert filled.forget("note-1") == 1
     assert [e.external_id for e in filled.entries()] == ["note-2"]
@@ -84,7 +84,9 @@ def test_forget_by_id_and_by_number_then_ingest_judges_again(filled):
         filled.forget("note-1")
     with pytest.raises(InvalidInputError, match="int or a str"):
         filled.forget(1.5)
-    stats = filled.ingest([ITEMS[0]])  # forgotten, so judged again and kept again
+    stats = filled.ingest([ITEMS[0]])  # forgotten: not stored again (tests/test_forgetting.py)
+    assert stats[0].forgotten == 1 and stats[0].kept == 0
+    stats = filled.ingest([ITEMS[0]], allow_forgotten=True)  # asked for: judged and kept again
     assert stats[0].duplicates == 0 and stats[0].kept == 1
 
 

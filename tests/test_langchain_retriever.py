@@ -18,7 +18,8 @@ VEGAN = "I follow a vegan diet"
 def retriever(fake_memory):
     fake_memory.add_preferences([VEGAN, "I love hiking trails"])
     fake_memory.ingest([
-        {"text": "A vegan diet leaves out meat, dairy and eggs.", "source": "notes/1"},
+        {"text": "A vegan diet leaves out meat, dairy and eggs.", "source": "notes/1",
+         "id": "n1"},
         {"text": "Long hiking trails cross the Alps.", "source": "notes/2"},
     ])
     return EpicEdgeRetriever(memory=fake_memory, k=2)
@@ -36,6 +37,10 @@ def test_documents_carry_instruction_item_and_preference(retriever, fake_memory)
     assert first.metadata["instruction"] == hits[0].instruction
     assert first.metadata["score"] == pytest.approx(hits[0].score)
     assert first.metadata["source"] == "notes/1" and first.metadata["entry_id"] == hits[0].entry_id
+    assert first.metadata["similarity"] == pytest.approx(hits[0].similarity)
+    assert (first.metadata["item_id"], first.metadata["external_id"]) == (hits[0].item_id, "n1")
+    assert fake_memory.forget(first.metadata["item_id"]) == 1  # what an agent does with it
+    assert first.page_content not in [d.page_content for d in retriever.invoke("vegan food")]
 
 
 def test_async_and_batch_calls(retriever):

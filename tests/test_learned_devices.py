@@ -101,6 +101,25 @@ def test_executorch_decision_matches_its_onnx_source(tiny, tmp_path) -> None:
     assert scores.std() > 1e-4  # the pairs are told apart: the agreement is not trivial
 
 
+def test_an_int8_executorch_decision_is_a_quarter_and_scores_close(tiny, tmp_path) -> None:
+    pytest.importorskip("executorch")
+    from epic_edge.backends.learned_verifier import LearnedVerifier
+    from epic_edge.export.learned_decision import export_decision_executorch, parity
+
+    base, src = tiny
+    if json.loads((src / "model.json").read_text())["kind"] != "siamese":
+        pytest.skip("one kind is enough: the int8 path does not depend on the head")
+    fp32 = export_decision_executorch(src, tmp_path / "fp32", base=copy.deepcopy(base))
+    int8 = export_decision_executorch(src, tmp_path / "int8", base=copy.deepcopy(base),
+                                      int8=True)
+    assert int8.name == "model.int8.xnnpack.pte" and int8.stat().st_size < fp32.stat().st_size / 3
+    assert json.loads((tmp_path / "int8" / "model.json").read_text())["precision"] == "int8"
+    pairs = load_verification_set("test")[:40]
+    got = parity(LearnedVerifier(fp32), LearnedVerifier(int8), [p.preference for p in pairs],
+                 [p.passage for p in pairs])
+    assert got["mean_abs_delta"] <= 0.02 and got["decisions_agree"] >= 0.95  # rounded, close
+
+
 def test_coreml_decision_spec(tiny, tmp_path) -> None:
     pytest.importorskip("coremltools")
     from epic_edge.export.bundle import sha256_file

@@ -30,7 +30,7 @@ def linux_cpu_with_template_verifier() -> str:
 
 
 TOOLS = {"add_preference", "remove_preference", "list_preferences", "remember", "recall",
-         "forget", "stats"}
+         "forget", "stats", "list_entries", "explain"}
 VEGAN = "I strictly follow a vegan diet and never eat animal products."
 HIKING = "I love hiking in the mountains."
 NOTES = {
@@ -81,7 +81,7 @@ async def fill(session):
         assert not result.is_error and result.structured_content["text"] == text
     for note_id, text in NOTES.items():
         result = await call(session, "remember", text=text, id=note_id, source="notes")
-        assert not result.is_error and result.structured_content["seen"] == 1
+        assert not result.is_error and result.structured_content["stats"]["seen"] == 1
 
 
 def test_every_tool_over_stdio(server):
@@ -121,7 +121,8 @@ def test_every_tool_over_stdio(server):
         text = result.content[0].text
         assert text and "Traceback" not in text, name
     assert "empty" in errors["empty preference"].content[0].text
-    assert "k must be between 1 and 1000" in errors["k huge"].content[0].text
+    assert "argument 'k': Input should be less than or equal to 1000" in (
+        errors["k huge"].content[0].text)
     assert "no item 'no-such-note'" in errors["unknown item"].content[0].text
     assert forgot["removed_entries"] >= 1 and removed["removed_entries"] >= 0
     assert after["preferences"] == 1 and after["entries"] < stats["entries"]
@@ -164,3 +165,88 @@ def test_a_vegan_user_asking_about_dinner_gets_the_bistro(server):
     recalled = run(params, script)
     assert recalled["used_memory"], recalled["reason"]
     assert recalled["hits"][0]["item_text"] == NOTES["bistro"]
+
+
+def test_an_agent_adds_recalls_inspects_explains_and_forgets_by_the_id_it_got(server):
+    params, _ = server
+    question = "Which vegan restaurant serves plant-based dinners?"
+
+    async def script(session):
+        await call(session, "add_preference", text=VEGAN)
+        kept = (await call(session, "remember", text=NOTES["bistro"])).structured_content
+        dropped = (await call(session, "remember", text=NOTES["tax"])).structured_content
+        recalled = (await call(session, "recall", question=question)).structured_content
+        listed = (await call(session, "list_entries", limit=10)).structured_content
+        explained = (await call(session, "explain", text=NOTES["tax"])).structured_content
+        stored = (await call(session, "explain", text=NOTES["bistro"])).structured_content
+        item_id = kept["items"][0]["item_id"]
+        forgot = (await call(session, "forget", id=item_id)).structured_content
+        again = (await call(session, "remember", text=NOTES["bistro"])).structured_content
+        after = (await call(session, "recall", question=question)).structured_content
+        return kept, dropped, recalled, listed, (explained, stored), forgot, again, after
+
+    kept, dropped, recalled, listed, (explained, stored), forgot, again, after = run(params,
+                                                                                    script)
+    filed = kept["items"][0]
+    assert kept["kept"] and filed["stage"] == "kept" and filed["preferences"][0]["text"] == VEGAN
+    assert not dropped["kept"] and dropped["items"][0]["stage"] == "coarse filter"
+    assert "tau" in dropped["items"][0]["reason"] and dropped["items"][0]["item_id"] is None
+    hit = recalled["hits"][0]
+    assert hit["item_id"] == filed["item_id"] and hit["item_text"] == NOTES["bistro"]
+    assert [e["item_id"] for e in listed["entries"]] == [filed["item_id"]]
+    assert listed["next_offset"] is None
+    assert explained["verdict"] is None and "coarse filter" in explained["why"]
+    assert stored["stored_under"] == [filed["preferences"][0]["id"]] and stored["verdict"]["keep"]
+    assert forgot["removed_entries"] == 1
+    assert not again["kept"] and again["items"][0]["stage"] == "forgotten"
+    assert after["hits"] == [] and not after["used_memory"]
+
+
+def test_schemas_errors_version_and_empty_text(server):
+    params, _ = server
+
+    async def script(session):
+        tools = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+        await call(session, "add_preference", text=VEGAN)
+        empties = {tool: await call(session, tool, **{arg: "  "}) for tool, arg in (
+            ("add_preference", "text"), ("remember", "text"), ("recall", "question"),
+            ("explain", "text"))}
+        bad = {"k": await call(session, "recall", question="dinner?", k="many"),
+               "regime": await call(session, "recall", question="dinner?", regime="wild"),
+               "limit": await call(session, "list_entries", limit=0),
+               "missing": await call(session, "remember")}
+        return tools, empties, bad
+
+    async def session_main():
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                return init.server_info, await script(session)
+
+    from epic_edge import __version__
+
+    info, (tools, empties, bad) = asyncio.run(session_main())
+    assert info.name == "epic-edge" and info.version == __version__
+    recall = tools["recall"]["properties"]
+    assert _enum(recall["regime"]) == ["conservative", "ordinary", "aggressive"]
+    k = next(s for s in recall["k"].get("anyOf", [recall["k"]]) if s.get("type") == "integer")
+    assert (k["minimum"], k["maximum"]) == (1, 1000)
+    limit = tools["list_entries"]["properties"]["limit"]
+    assert (limit["minimum"], limit["maximum"]) == (1, 1000)
+    for tool, result in empties.items():
+        assert result.is_error and result.content[0].text.endswith(" is empty"), tool
+    for name, result in bad.items():
+        text = result.content[0].text
+        assert result.is_error and "\n" not in text and "pydantic" not in text, name
+        assert "http" not in text and f"argument '{'text' if name == 'missing' else name}'" in (
+            text), name
+
+
+def _enum(schema):
+    """The allowed values of an optional enum argument's schema."""
+    for option in schema.get("anyOf", [schema]):
+        if "enum" in option:
+            return option["enum"]
+        if "$ref" in option:
+            return None
+    return None

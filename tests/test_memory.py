@@ -87,7 +87,7 @@ def test_schema_1_file_loses_its_old_ledger_and_keeps_its_entries(tmp_path):
                      tau=0.1) as memory:
         tables = {r[0] for r in memory.store.query("SELECT name FROM sqlite_master")}
         assert "seen" not in tables and "judged" in tables
-        assert memory.store.get_meta("schema_version") == "5"  # 2 -> 5: no row changes, no key
+        assert memory.store.get_meta("schema_version") == "6"  # 2 -> 6: no row changes, no key
         assert memory.info()["entries"] == entries and memory.check().ok
         memory.ingest(CORPUS)  # judged once more: the old ledger is gone
         assert memory.info()["entries"] == entries and memory.store.count("judged") > 0

@@ -20,13 +20,14 @@ from fakes import BagOfWordsEmbedder, KeywordVerifier
 def test_fuse_adds_every_boost_and_keeps_vector_scores():
     scores, ids = np.array([0.50, 0.48, 0.40, 0.0]), np.array([7, 3, 9, -1])
     lexical = (np.array([3, 7, 9]), np.array([0.1, 0.0, 0.05]))
-    top_scores, top_ids = fuse(scores, ids, [lexical], 2)
+    ranked, top_scores, top_ids = fuse(scores, ids, [lexical], 2)
     assert top_ids.tolist() == [3, 7] and top_scores.tolist() == [0.48, 0.50]
-    assert fuse(scores, ids, [], 9)[1].tolist() == [7, 3, 9]  # no -1
+    assert ranked.tolist() == pytest.approx([0.58, 0.50])  # what they were ranked by, falling
+    assert fuse(scores, ids, [], 9)[2].tolist() == [7, 3, 9]  # no -1
     # an entry a boost does not list gets nothing from it; boosts add up
-    assert fuse(scores, ids, [(np.array([5]), np.array([1.0]))], 3)[1].tolist() == [7, 3, 9]
+    assert fuse(scores, ids, [(np.array([5]), np.array([1.0]))], 3)[2].tolist() == [7, 3, 9]
     second = (np.array([9]), np.array([0.06]))
-    assert fuse(scores, ids, [lexical, second], 3)[1].tolist() == [3, 9, 7]  # 9: 0.51 > 0.50
+    assert fuse(scores, ids, [lexical, second], 3)[2].tolist() == [3, 9, 7]  # 9: 0.51 > 0.50
 
 
 def test_steering_weights_are_the_mix_it_steers_toward():
@@ -125,7 +126,10 @@ def test_brevity_lowers_a_short_item_and_follows_the_memory(tmp_path):
         memory.brevity = 1.0
         hits = memory.retrieve(question, k=2, gate=-1.0)
         assert [h.item_text for h in hits] == [LONG, SHORT]
-        assert hits[1].score > hits[0].score  # a hit keeps its vector score
+        # each hit shows the score it was ranked by (falling) and keeps its vector score
+        assert hits[0].score > hits[1].score and hits[1].similarity > hits[0].similarity
+        assert hits[0].score == pytest.approx(hits[0].similarity - 1.0 * shortfall(
+            np.array([len(LONG.split())]))[0])
         ids, short = memory.brevity_evidence.scores(memory.store, memory.entry_index)
         assert ids.tolist() == memory.entry_index.ids.tolist()
         assert sorted(short.tolist()) == pytest.approx([0.0, 1 - 3 / BREVITY_WORDS])

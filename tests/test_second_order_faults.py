@@ -66,7 +66,7 @@ def test_a_file_from_before_row_checksums_reads_unchecked_and_upgrades(tmp_path)
     with open_fake_memory(str(path), read_only=True) as memory:
         assert memory.check().ok and len(memory.entries()) == 2
     with open_fake_memory(str(path)) as memory:
-        assert memory.store.get_meta("schema_version") == str(SCHEMA_VERSION) == "5"
+        assert memory.store.get_meta("schema_version") == str(SCHEMA_VERSION) == "6"
         memory.ingest(ITEMS[2:])
         assert memory.check().ok and len(memory.entries()) == len(ITEMS)
         unchecked = memory.store.query("SELECT COUNT(*) FROM items WHERE checksum IS NULL")

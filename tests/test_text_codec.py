@@ -79,7 +79,7 @@ def test_a_schema_3_file_reads_as_before_and_packs_what_comes_next(tmp_path):
         for table in ("preferences", "items", "entries"):  # row checksums came with schema 5
             con.execute(f"ALTER TABLE {table} DROP COLUMN checksum")
     with _open(path) as memory:
-        assert memory.store.get_meta("schema_version") == "5"
+        assert memory.store.get_meta("schema_version") == "6"
         assert memory.retrieve("vegetarian beans")[0].item_text == ITEMS[0]
         memory.ingest(ITEMS[1:])
         assert {e.item_text for e in memory.entries()} == set(ITEMS)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
 import sys
+import warnings
 
 from epic_edge.errors import EpicEdgeError
 
@@ -14,7 +16,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("epic_edge.cli.setup", "install the models a device profile needs (offline)"),
     "demo": ("epic_edge.cli.demo", "build a memory for a sample persona and answer questions"),
     "prefs": ("epic_edge.cli.prefs", "add, remove or list preferences of a memory"),
-    "ingest": ("epic_edge.cli.ingest", "ingest a JSONL or text file (one item per line)"),
+    "ingest": ("epic_edge.cli.ingest", "ingest a JSONL or text file (one item per line) or -"),
+    "add": ("epic_edge.cli.add", "offer one item; say where it was filed or why it was dropped"),
     "query": ("epic_edge.cli.query", "retrieve memory entries (or the LLM context) for a question"),
     "info": ("epic_edge.cli.info", "footprint, counts and profile of a memory"),
     "export": ("epic_edge.cli.export", "export a device bundle (models + manifest), or check one"),
@@ -62,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    warnings.showwarning = functools.partial(_one_line_warning, name)
     module = importlib.import_module(COMMANDS[name][0])
     try:
         code = int(module.main(rest) or 0)
@@ -76,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"epic-edge {name}: interrupted; committed batches are kept", file=sys.stderr)
         return 130
+
+
+def _one_line_warning(command: str, message: Warning | str, *args: object, **kwargs: object
+                      ) -> None:
+    """A warning as one line on stderr (no file name or source line of the library's)."""
+    print(f"epic-edge {command}: warning: {message}", file=sys.stderr)
 
 
 def _stdout_to_devnull() -> None:

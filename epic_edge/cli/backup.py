@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
+from epic_edge.cli.common import add_memory_options, open_memory, parser, plural, print_json
 from epic_edge.errors import InvalidInputError
 
 
@@ -25,6 +25,6 @@ def main(argv: list[str]) -> int:
     if args.json:
         print_json({"file": str(args.file), **counts})
     else:
-        print(f"wrote {args.file}: {counts['preferences']} preferences, {counts['items']} items, "
-              f"{counts['entries']} entries")
+        print(f"wrote {args.file}: {plural(counts['preferences'], 'preference')}, "
+              f"{plural(counts['items'], 'item')}, {plural(counts['entries'], 'entry')}")
     return 0

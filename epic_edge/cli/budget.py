@@ -6,7 +6,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
+from epic_edge.cli.common import add_memory_options, open_memory, parser, plural, print_json
 from epic_edge.errors import InvalidInputError
 from epic_edge.maintenance import DEFAULT_HALF_LIFE_DAYS, Budget, enforce_budget
 from epic_edge.memory import Memory
@@ -73,5 +73,5 @@ def main(argv: list[str]) -> int:
                             for k, v in info["budget"].items())
     print(f"budget: {limits_text}; entries {info['entries']}; bytes {result['bytes']}")
     if evicted:
-        print(f"evicted {evicted} entries now")
+        print(f"evicted {plural(evicted, 'entry')} now")
     return 0

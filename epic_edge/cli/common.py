@@ -81,6 +81,13 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """"1 entry", "2 entries": a count with its noun."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {many or (word[:-1] + 'ies' if word.endswith('y') else word + 's')}"
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if abs(n) < 1024 or unit == "GB":

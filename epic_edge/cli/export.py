@@ -11,11 +11,14 @@ from epic_edge.profiles import list_profiles
 
 
 def main(argv: list[str]) -> int:
-    p = parser("export", "Export the embedder, tokenizer and verifier LLM a device profile "
-                         "needs into one folder with a manifest.json (sha256 and size of every "
-                         "file, model facts, library versions). Copy the folder to the device "
-                         "and use it as the model folder (--models DIR --profile DIR/profile.toml)."
-                         " Or check a copied bundle with --check DIR.")
+    p = parser("export", "Export the embedder, tokenizer and learned decision a device profile "
+                         "needs (and an LLM where the profile asks one for instructions) into "
+                         "one folder with a manifest.json (sha256 and size of every file, model "
+                         "facts, library versions), a README.md saying what runs on the device "
+                         "and how an app calls it, an example app and the memory file format. "
+                         "Copy the folder to the device and use it as the model folder "
+                         "(--models DIR --profile DIR/profile.toml). Or check a copied bundle "
+                         "with --check DIR.")
     p.add_argument("--device", help=f"device profile: {', '.join(list_profiles())}, or a .toml")
     p.add_argument("--out", type=Path, help="bundle folder to write")
     p.add_argument("--check", type=Path, metavar="DIR", help="verify a bundle's files and exit")
@@ -62,7 +65,8 @@ def main(argv: list[str]) -> int:
     if llm.get("decision_file"):
         print(f"  verifier decision {llm['decision_file']} ({llm.get('decision_format')})")
     if llm.get("file"):
-        print(f"  verifier LLM {llm['file']} ({llm.get('format')}, {llm.get('quantisation')})")
+        print(f"  instruction LLM {llm['file']} ({llm.get('format')}, {llm.get('quantisation')})")
     else:
-        print("  no verifier LLM (instructions from the template)")
+        print("  no LLM (instructions from the template)")
+    print(f"  {result.root / 'README.md'}: what runs on the device and how an app calls it")
     return 0

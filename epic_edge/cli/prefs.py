@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
+from epic_edge.cli.common import add_memory_options, open_memory, parser, plural, print_json
 
 
 def main(argv: list[str]) -> int:
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
             if args.json:
                 print_json({"preference": key, "removed_entries": removed})
             else:
-                print(f"removed preference {args.preference!r} and {removed} entries")
+                print(f"removed preference {args.preference!r} and {plural(removed, 'entry')}")
             return 0
         prefs = (memory.add_preferences(args.texts) if args.action == "add"
                  else memory.preferences())

@@ -10,7 +10,9 @@ from epic_edge.limits import MAX_QUESTION_CHARS, clean_text
 
 
 def main(argv: list[str]) -> int:
-    p = parser("query", "Retrieve the memory entries that bear on a question.")
+    p = parser("query", "Retrieve the memory entries that bear on a question. Each hit shows "
+                        "the score it was ranked by (its vector similarity plus the profile's "
+                        "ranking evidence) and its item number and id (what `forget` takes).")
     p.add_argument("question", help="the question, quoted")
     p.add_argument("-k", type=int, default=None,
                    help="entries to return, 1 to 1000 (profile default: 5)")
@@ -50,7 +52,9 @@ def main(argv: list[str]) -> int:
     if not hits:
         print(f"(no memory: {found.reason})", file=sys.stderr)
     for n, hit in enumerate(hits, 1):
-        print(f"{n}. [{hit.score:.3f}] preference: {hit.preference.text}")
+        named = f", id {hit.external_id}" if hit.external_id else ""
+        print(f"{n}. [{hit.score:.3f}] item {hit.item_id}{named}; preference: "
+              f"{hit.preference.text}")
         print(f"   instruction: {hit.instruction}")
         print(f"   item: {hit.item_text[:200]}{'...' if len(hit.item_text) > 200 else ''}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from epic_edge.backup_file import read_export
-from epic_edge.cli.common import add_memory_options, open_memory, parser, print_json
+from epic_edge.cli.common import add_memory_options, open_memory, parser, plural, print_json
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         print_json(counts)
     else:
-        print(f"imported {counts['preferences']} new preferences, {counts['items']} items, "
-              f"{counts['entries']} entries ({counts['reembedded']} re-embedded, "
-              f"{counts['evicted']} evicted by the budget)")
+        print(f"imported {plural(counts['preferences'], 'new preference')}, "
+              f"{plural(counts['items'], 'item')}, {plural(counts['entries'], 'entry')} "
+              f"({counts['reembedded']} re-embedded, {counts['evicted']} evicted by the budget)")
     return 0
