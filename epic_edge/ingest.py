@@ -6,7 +6,7 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from epic_edge.faults import judge, worth_trying
 from epic_edge.instructions import stored_form
 from epic_edge.items import expand_items
 from epic_edge.maintenance import KEEP_THRESHOLD
+from epic_edge.preference_edits import Edited
 from epic_edge.stages import (
     Candidate,
     coarse_drop_reason,
@@ -25,10 +26,24 @@ from epic_edge.store_writes import NewEntry
 from epic_edge.types import BatchStats, Item, Outcome, Verdict
 
 if TYPE_CHECKING:
-    from epic_edge.memory import Memory
+    from epic_edge.protocols import Verifier
+    from epic_edge.settings import MemorySettings
 
 log = logging.getLogger(__name__)
 FORGOTTEN = "forgotten earlier (`forget`): not stored again unless allow_forgotten is given"
+
+
+class Judged(Edited, Protocol):
+    """What ingest reads of a memory besides its preferences: tau, the verifier and the
+    settings (consolidate_threshold); epic_edge.memory.Memory is one."""
+
+    tau: float
+
+    @property
+    def verifier(self) -> Verifier: ...
+
+    @property
+    def settings(self) -> MemorySettings: ...
 
 
 @dataclass
@@ -47,7 +62,7 @@ class BatchIngester:
     An item `forget` deleted is skipped unless `allow_forgotten` (its tombstone then goes).
     Given a list as `outcomes`, each item's Outcome is appended to it (Memory.remember)."""
 
-    def __init__(self, memory: Memory, allow_forgotten: bool = False,
+    def __init__(self, memory: Judged, allow_forgotten: bool = False,
                  outcomes: list[Outcome] | None = None) -> None:
         self.memory = memory
         self.allow_forgotten = allow_forgotten
@@ -194,7 +209,7 @@ class BatchIngester:
         stored entry is refreshed (newer timestamp, higher confidence) instead of adding one.
         Only entries of items under the same id (none, mostly) merge: two ids are two items.
         Entries in `superseded` (of items this batch replaces) are never merged into."""
-        threshold = self.memory.consolidate_threshold
+        threshold = self.memory.settings.consolidate_threshold
         if threshold is None or not entries:
             return entries, {}
         mem = self.memory

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from epic_edge import schema
 from epic_edge.errors import InvalidInputError
+from epic_edge.ingest import Judged
 from epic_edge.items import checked_id
 from epic_edge.maintenance import Budget
 from epic_edge.preference_edits import find_preference
@@ -17,14 +18,23 @@ from epic_edge.stages import coarse_drop_reason, coarse_filter, fine_verify
 from epic_edge.store_reads import Entry  # noqa: F401 - Entry is part of this API
 
 if TYPE_CHECKING:
-    from epic_edge.memory import Memory
+    from epic_edge.profiles import Profile
 
 MAX_PAGE = 1_000  # entries per page of entries()
 SQLITE_MAX_INT = 2**63 - 1  # the largest integer SQLite stores (a row number, an offset)
 
 
+class Inspected(Judged, Protocol):
+    """What looking inside a memory reads: ingest's parts (explain runs its stages), the
+    profile and the footprint; epic_edge.memory.Memory is one."""
+
+    profile: Profile | None
+
+    def footprint(self) -> dict[str, int]: ...
+
+
 def list_entries(
-    memory: Memory, offset: int = 0, limit: int = 50, preference: int | str | None = None
+    memory: Inspected, offset: int = 0, limit: int = 50, preference: int | str | None = None
 ) -> list[Entry]:
     """A page of entries, oldest first; only one preference's when `preference` is given."""
     if not 0 <= offset <= SQLITE_MAX_INT:
@@ -38,7 +48,7 @@ def list_entries(
                                         [*params, limit, offset])
 
 
-def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:
+def item_rows(memory: Inspected, item: int | str) -> list[tuple[int, bytes]]:
     """(row id, content hash) of the item `item` names: an int is the item's number in this
     memory; a str is the id it was ingested with (its chunks "<id>#<n>" included)."""
     if isinstance(item, bool) or not isinstance(item, (int, str)):
@@ -57,7 +67,7 @@ def item_rows(memory: Memory, item: int | str) -> list[tuple[int, bytes]]:
     return [(int(r[0]), bytes(r[1])) for r in rows]
 
 
-def forget_item(memory: Memory, item: int | str) -> int:
+def forget_item(memory: Inspected, item: int | str) -> int:
     """Delete an item and its entries (no copy of its text stays in the file); returns the
     entries removed. A tombstone (its content hash, keyed like the items' with a key) stays,
     so ingesting the same item again stores nothing unless `allow_forgotten` is given; it
@@ -97,7 +107,7 @@ class Explanation:
         return asdict(self)
 
 
-def explain(memory: Memory, text: str) -> Explanation:
+def explain(memory: Inspected, text: str) -> Explanation:
     """Run the coarse filter and the verifier on `text` without storing anything (the
     whole text is judged as one item; ingest splits one of over 300 words into chunks)."""
     from epic_edge.items import to_item
@@ -136,7 +146,7 @@ def explain(memory: Memory, text: str) -> Explanation:
                        list(verdict.preference_ids) if verdict.keep else [], stored, why)
 
 
-def memory_info(memory: Memory) -> dict[str, Any]:
+def memory_info(memory: Inspected) -> dict[str, Any]:
     """What `epic-edge info` prints: path, profile, embedder, counts, budget, footprint."""
     store = memory.store
     return {
@@ -144,7 +154,7 @@ def memory_info(memory: Memory) -> dict[str, Any]:
         "profile": memory.profile.name if memory.profile else None,
         "embedder": memory.embedder.fingerprint,
         "tau": memory.tau,
-        "k": memory.k,
+        "k": memory.settings.k,
         "preferences": len(memory.steering),
         "items": store.count("items"),
         "entries": store.count("entries"),
@@ -163,25 +173,25 @@ class Inspecting:
     """Memory's looking-inside API (mixed into epic_edge.memory.Memory)."""
 
     def entries(
-        self: Memory, offset: int = 0, limit: int = 50, preference: int | str | None = None
+        self: Inspected, offset: int = 0, limit: int = 50, preference: int | str | None = None
     ) -> list[Entry]:
         """A page of stored entries (item, preference, instruction, confidence), oldest first."""
         return list_entries(self, offset, limit, preference)
 
-    def forget(self: Memory, item: int | str) -> int:
+    def forget(self: Inspected, item: int | str) -> int:
         """Delete one item (its number in `entries()`, or the id it was ingested with) and
         its entries; returns entries removed."""
         return forget_item(self, item)
 
-    def explain(self: Memory, text: str) -> Explanation:
+    def explain(self: Inspected, text: str) -> Explanation:
         """Why `text` would (not) be kept now: similarity per preference, tau, the verifier's
         verdict with P(Keep) and threshold. Stores nothing."""
         return explain(self, text)
 
-    def footprint(self: Memory) -> dict[str, int]:
+    def footprint(self: Inspected) -> dict[str, int]:
         """Bytes on disk by part (items, instructions, vectors, preferences, ...)."""
         return self.store.footprint()
 
-    def info(self: Memory) -> dict[str, Any]:
+    def info(self: Inspected) -> dict[str, Any]:
         """Path, profile, embedder, tau, k, counts, budget and footprint, for `epic-edge info`."""
         return memory_info(self)

@@ -28,7 +28,8 @@ from epic_edge.protocols import Embedder, VectorIndex, Verifier
 from epic_edge.ranking import BrevityEvidence, ConfidenceEvidence
 from epic_edge.remembering import Remembered, remember
 from epic_edge.retrieval import Retrieval, lookup
-from epic_edge.stages import PAPER_STEER_BY, PAPER_STEER_WEIGHT, Steering
+from epic_edge.settings import MemorySettings
+from epic_edge.stages import Steering
 from epic_edge.store import MemoryStore
 from epic_edge.types import BatchStats, Hit, Item, Preference
 from epic_edge.vectors import LEGACY_ENTRY_VECTOR
@@ -44,55 +45,52 @@ class Memory(inspection.Inspecting):
         index: VectorIndex,
         *,
         tau: float,
-        k: int = 5,
+        settings: MemorySettings | None = None,
         verifier: Verifier | Callable[[], Verifier] | None = None,
         profile: Profile | None = None,
         vector_format: str = "float32",
         entry_vector: str = LEGACY_ENTRY_VECTOR,
-        gate: float | None = None,
-        item_gate: float | None = None,
-        item_gate_quantile: float | None = None,
-        min_score: float | None = None,
-        hedge: float | None = None,
-        steer_weight: float = PAPER_STEER_WEIGHT,
-        steer_by: str = PAPER_STEER_BY,
-        lexical: float | None = None,
-        confidence: float | None = None,
-        brevity: float | None = None,
-        consolidate_threshold: float | None = 0.95,
     ) -> None:
+        """`settings`: how it ranks, gates and merges (default: every knob off but
+        consolidation; Memory.open builds them from the profile)."""
         self.store = store
         self.embedder = embedder
         self.tau = float(tau)
-        self.k = int(k)
         self.profile = profile
-        # memory-use gate (epic_edge.retrieval): a fixed item_gate, or the background cut at
-        # item_gate_quantile (epic_edge.background); None switches a test off
-        self.gate, self.item_gate = gate, item_gate
-        self.background = (BackgroundGate(item_gate_quantile) if item_gate_quantile is not None
-                           else None)
-        self.hedge = hedge  # steering temperature (see Steering); None: argmax preference
-        self.steer_weight = steer_weight  # the preference's pull on a question (see Steering)
-        self.steer_by = steer_by  # "vector" (the paper's) or "text" (Steering.search_vector)
-        # hits rank by vector score + lexical x the question's BM25 over the entries' items
-        # divided by the best one (epic_edge.lexical); None or 0: by vector score alone
-        self.lexical = lexical
+        # the ranking's cached per-entry evidence (epic_edge.lexical, epic_edge.ranking)
         self.lexical_evidence = LexicalEvidence()
-        # and + confidence x each entry's P(Keep) x the steering weight of the preference it
-        # is filed under (epic_edge.ranking); None or 0: off
-        self.confidence = confidence
         self.confidence_evidence = ConfidenceEvidence()
-        # and - brevity x how far each entry's item falls short of 30 words (epic_edge.ranking)
-        self.brevity = brevity
         self.brevity_evidence = BrevityEvidence()
-        self.min_score = min_score  # hits scoring below this are dropped
-        self.consolidate_threshold = consolidate_threshold  # merge a new instruction this close
         self._verifier = verifier
         store.bind_embedder(embedder.fingerprint, embedder.dim, self.tau, vector_format,
                             entry_vector)
         self.entry_index = EntryIndex(index, embedder.dim, store.vector_format)
         self._lock = self.entry_index.lock  # one lock: index, preferences, verifier
+        self._settings = settings or MemorySettings()
+        self.background = self._background(self._settings)
         self._reload()
+
+    @property
+    def settings(self) -> MemorySettings:
+        """How this memory ranks, gates and merges (epic_edge.settings)."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: MemorySettings) -> None:
+        """Change the knobs at once (`memory.settings = memory.settings.replace(...)`)."""
+        with self._lock:
+            old, self._settings = self._settings, settings
+            if settings.item_gate_quantile != old.item_gate_quantile:
+                self.background = self._background(settings)
+            if (settings.hedge, settings.steer_weight, settings.steer_by) != (
+                    old.hedge, old.steer_weight, old.steer_by):
+                self.reload_preferences()
+
+    @staticmethod
+    def _background(settings: MemorySettings) -> BackgroundGate | None:
+        """The gate's background cut at item_gate_quantile (epic_edge.background), if set."""
+        quantile = settings.item_gate_quantile
+        return BackgroundGate(quantile) if quantile is not None else None
 
     @property
     def index(self) -> VectorIndex:
@@ -112,8 +110,9 @@ class Memory(inspection.Inspecting):
 
     def item_gate_now(self) -> float | None:
         """The item gate in force: the fixed `item_gate`, else this memory's background cut."""
-        if self.item_gate is not None or self.background is None:
-            return self.item_gate
+        item_gate = self._settings.item_gate
+        if item_gate is not None or self.background is None:
+            return item_gate
         return self.background.threshold(self.embedder, self.entry_index)
 
     @classmethod
@@ -172,7 +171,8 @@ class Memory(inspection.Inspecting):
     # -- preferences --------------------------------------------------------------------
     def reload_preferences(self) -> None:
         prefs, vectors = self.store.preferences(self.embedder.dim)
-        self.steering = Steering(prefs, vectors, self.hedge, self.steer_weight, self.steer_by)
+        knobs = self._settings
+        self.steering = Steering(prefs, vectors, knobs.hedge, knobs.steer_weight, knobs.steer_by)
 
     def preferences(self) -> list[Preference]:
         return list(self.steering.preferences)
@@ -243,14 +243,14 @@ class Memory(inspection.Inspecting):
         calibrated for its embedder); gate=-1 switches the memory-use gate off for one call.
         """
         question = clean_text(question, "question", MAX_QUESTION_CHARS)
-        k = self.k if k is None else int(k)
+        k = self._settings.k if k is None else int(k)
         if not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be between 1 and {MAX_K}, got {k}")
         self.sync()
         return lookup(self, question, k, steer=steer,
-                      gate=self.gate if gate is None else gate,
+                      gate=self._settings.gate if gate is None else gate,
                       item_gate=self.item_gate_now() if item_gate is None else item_gate,
-                      min_score=self.min_score if min_score is None else min_score)
+                      min_score=self._settings.min_score if min_score is None else min_score)
 
     def retrieve(
         self,
@@ -278,8 +278,10 @@ class Memory(inspection.Inspecting):
         at most 3 notes, told to ignore them for factual questions), ordinary, aggressive.
         """
         rules = regime_rules(regime)
-        gate, item_gate, floor = rules.thresholds(self.gate, self.item_gate_now(), self.min_score)
-        found = self.lookup(question, min(k or self.k, rules.max_hits),
+        knobs = self._settings
+        gate, item_gate, floor = rules.thresholds(knobs.gate, self.item_gate_now(),
+                                                  knobs.min_score)
+        found = self.lookup(question, min(k or knobs.k, rules.max_hits),
                             gate=-1.0 if gate is None else gate, item_gate=item_gate,
                             min_score=-1.0 if floor is None else floor)
         return format_context(found.hits, rules.header)

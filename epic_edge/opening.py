@@ -3,34 +3,20 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from epic_edge import registry
 from epic_edge.maintenance import Budget
 from epic_edge.models import model_dir as default_model_dir
 from epic_edge.profiles import Profile, load_profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
-from epic_edge.stages import PAPER_STEER_BY, PAPER_STEER_WEIGHT
+from epic_edge.settings import MemorySettings
 from epic_edge.store import MemoryStore
 from epic_edge.vectors import LEGACY_ENTRY_VECTOR
 
-if TYPE_CHECKING:
-    from epic_edge.memory import Memory
-
-
-def retrieval_settings(retrieval: Mapping[str, Any]) -> dict[str, Any]:
-    """Memory's keyword arguments from a profile's [retrieval]: the memory-use gate, the score
-    floor and how hits are ranked (steering, lexical, confidence and brevity evidence); unset:
-    off."""
-    return {"gate": retrieval.get("gate"), "item_gate": retrieval.get("item_gate"),
-            "item_gate_quantile": retrieval.get("item_gate_quantile"),
-            "min_score": retrieval.get("min_score"), "hedge": retrieval.get("hedge"),
-            "steer_weight": retrieval.get("steer_weight", PAPER_STEER_WEIGHT),
-            "steer_by": retrieval.get("steer_by", PAPER_STEER_BY),
-            "lexical": retrieval.get("lexical"), "confidence": retrieval.get("confidence"),
-            "brevity": retrieval.get("brevity")}
+Opened = TypeVar("Opened")  # the class Memory.open builds (epic_edge.memory.Memory)
 
 
 def embedder_model(fingerprint: str) -> str:
@@ -60,11 +46,11 @@ def _warn_uncalibrated(prof: Profile, embedder: Embedder, tau: float | None) -> 
                   RuntimeWarning, stacklevel=4)
 
 
-def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profile, *,
+def open_memory(cls: Callable[..., Opened], path: str | Path, profile: str | Path | Profile, *,
                 embedder: Embedder | None, verifier: Verifier | None,
                 index: VectorIndex | None, tau: float | None, k: int | None,
                 model_dir: str | Path | None, key: bytes | None, vector_format: str | None,
-                entry_vector: str | None, read_only: bool) -> Memory:
+                entry_vector: str | None, read_only: bool) -> Opened:
     """See Memory.open; an explicit instance (even an empty index) overrides the profile."""
     prof = profile if isinstance(profile, Profile) else load_profile(profile)
     models = Path(model_dir) if model_dir else default_model_dir()
@@ -88,9 +74,9 @@ def open_memory(cls: type[Memory], path: str | Path, profile: str | Path | Profi
         factory = verifier or (lambda: registry.create("verifier", verifier_config, models))
         fmt = vector_format or str(prof.index.get("vectors", "float32"))
         kind = entry_vector or str(prof.index.get("entry_vector", LEGACY_ENTRY_VECTOR))
-        memory = cls(store, emb, idx, tau=tau, k=k or int(prof.retrieval.get("k", 5)),
-                     verifier=factory, profile=prof, vector_format=fmt, entry_vector=kind,
-                     **retrieval_settings(prof.retrieval if calibrated else {}))
+        settings = MemorySettings.from_profile(prof, calibrated, k)
+        memory = cls(store, emb, idx, tau=tau, settings=settings, verifier=factory,
+                     profile=prof, vector_format=fmt, entry_vector=kind)
         if created and prof.budget and not read_only:
             # a new memory starts with the profile's budget; an existing one keeps its own
             Budget(**prof.budget).save(store)

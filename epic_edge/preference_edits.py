@@ -4,19 +4,35 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from epic_edge import limits
 from epic_edge.errors import InvalidInputError, MemoryFileError
 from epic_edge.types import Preference
 
 if TYPE_CHECKING:
-    from epic_edge.memory import Memory
+    from epic_edge.entry_index import EntryIndex
+    from epic_edge.protocols import Embedder
+    from epic_edge.stages import Steering
+    from epic_edge.store import MemoryStore
 
 log = logging.getLogger(__name__)
 
 
-def add_preferences(memory: Memory, texts: Iterable[str]) -> list[Preference]:
+class Edited(Protocol):
+    """What editing a memory's preferences reads and calls (epic_edge.memory.Memory is one)."""
+
+    store: MemoryStore
+    embedder: Embedder
+    entry_index: EntryIndex
+    steering: Steering
+
+    def sync(self) -> None: ...
+
+    def reload_preferences(self) -> None: ...
+
+
+def add_preferences(memory: Edited, texts: Iterable[str]) -> list[Preference]:
     """Add preferences in one transaction: all of them or, on error, none."""
     texts = limits.one_or_many(texts, str)
     cleaned = [limits.clean_text(t, "preference", limits.MAX_PREFERENCE_CHARS) for t in texts]
@@ -38,7 +54,7 @@ def add_preferences(memory: Memory, texts: Iterable[str]) -> list[Preference]:
     return [known[t] for t in cleaned]
 
 
-def remove_preference(memory: Memory, preference: int | str | Preference) -> int:
+def remove_preference(memory: Edited, preference: int | str | Preference) -> int:
     """Remove a preference and the entries linked to it; returns entries removed."""
     memory.sync()
     target = find_preference(memory, preference)
@@ -56,7 +72,7 @@ def remove_preference(memory: Memory, preference: int | str | Preference) -> int
     return len(entry_ids)
 
 
-def find_preference(memory: Memory, preference: int | str | Preference) -> Preference:
+def find_preference(memory: Edited, preference: int | str | Preference) -> Preference:
     """The memory's preference with this id, text or Preference; InvalidInputError if none."""
     key = preference.id if isinstance(preference, Preference) else preference
     for pref in memory.steering.preferences:

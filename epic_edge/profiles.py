@@ -23,7 +23,7 @@ PLATFORMS = ("any", "darwin-arm64", "android-arm64", "linux-aarch64-cuda")
 TOP_LEVEL = {"name": TEXT, "description": TEXT, "platform": Option(str, PLATFORMS),
              "embedder": Option(dict), "verifier": Option(dict), "index": Option(dict),
              "retrieval": Option(dict), "budget": Option(dict)}
-# [retrieval]: read by Memory.open (epic_edge/retrieval.py explains each)
+# [retrieval]: read by Memory.open into epic_edge.settings.MemorySettings
 RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_score": COSINE,
                      "item_gate_quantile": Option(float, min=0.0, max=1.0, exclusive=True),
                      "hedge": Option(float, min=0.0, exclusive=True),

@@ -10,7 +10,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     from epic_edge.entry_index import EntryIndex
-    from epic_edge.memory import Memory
     from epic_edge.store import MemoryStore
 
 Evidence = tuple[np.ndarray, np.ndarray]  # (entry ids, sorted; one weighted score per entry)
@@ -93,29 +92,6 @@ class BrevityEvidence(CachedEvidence):
         with entries.lock:
             self._refresh(store, entries)
             return self._ids, self._short
-
-
-def boosts(memory: Memory, question: str, q: np.ndarray, steer: bool) -> list[Evidence]:
-    """The weighted evidence the memory's ranking adds to each entry's vector score (see
-    `weighted`): lexical x the question's BM25 (divided by the best one); confidence x the
-    entry's confidence x the steering weight of its preference for `q` (steered lookups only);
-    minus brevity x the entry's shortfall."""
-    found = []
-    setting = {"lexical": memory.lexical, "confidence": memory.confidence,
-               "brevity": memory.brevity}
-    if memory.lexical:
-        ids, bm25 = memory.lexical_evidence.scores(memory.store, memory.entry_index, question)
-        found.append((ids, weighted(setting, bm25=bm25)))
-    if steer and memory.confidence and len(memory.steering):
-        steering = memory.steering
-        ids, lifted = memory.confidence_evidence.scores(
-            memory.store, memory.entry_index, np.array([p.id for p in steering.preferences]),
-            steering.weights(q))
-        found.append((ids, weighted(setting, lifted=lifted)))
-    if memory.brevity:
-        ids, short = memory.brevity_evidence.scores(memory.store, memory.entry_index)
-        found.append((ids, weighted(setting, short=short)))
-    return found
 
 
 def fuse(scores: np.ndarray, ids: np.ndarray, boosts: Sequence[Evidence],

@@ -3,16 +3,22 @@ dropped (at which stage, and why)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from epic_edge.errors import InvalidInputError
-from epic_edge.ingest import BatchIngester
+from epic_edge.ingest import BatchIngester, Judged
 from epic_edge.items import to_item
 from epic_edge.types import BatchStats, Outcome, Preference
 
-if TYPE_CHECKING:
-    from epic_edge.memory import Memory
+
+class Remembering(Judged, Protocol):
+    """What remember reads of a memory: ingest's parts and its batch runner (epic_edge.memory.
+    Memory is one)."""
+
+    def run_ingester(self, ingester: BatchIngester, items: Iterable[Any],
+                     batch_size: int = 32) -> Iterator[BatchStats]: ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ class Remembered:
         return {"kept": self.kept, "items": [asdict(f) for f in self.items], "stats": counters}
 
 
-def remember(memory: Memory, item: Any, allow_forgotten: bool = False) -> Remembered:
+def remember(memory: Remembering, item: Any, allow_forgotten: bool = False) -> Remembered:
     """Ingest one item (str, bytes, Item or {"text", "source", "id"}) in one batch and say
     what became of it. An empty text is refused, as an empty preference or question is."""
     if not " ".join(to_item(item).text.split()):
@@ -62,7 +68,7 @@ def remember(memory: Memory, item: Any, allow_forgotten: bool = False) -> Rememb
     return Remembered(any(f.kept for f in filed), filed, total)
 
 
-def resolve(memory: Memory, outcome: Outcome, evicted: bool) -> Filed:
+def resolve(memory: Remembering, outcome: Outcome, evicted: bool) -> Filed:
     """The item of `outcome` as the memory holds it now (after its batch and its budget)."""
     store = memory.store
     rows = store.query(

@@ -4,15 +4,36 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from epic_edge.ranking import boosts, fuse
+from epic_edge.ranking import Evidence, fuse, weighted
 from epic_edge.types import Hit, Preference
 
 if TYPE_CHECKING:
-    from epic_edge.memory import Memory
+    from epic_edge.entry_index import EntryIndex
+    from epic_edge.lexical import LexicalEvidence
+    from epic_edge.protocols import Embedder
+    from epic_edge.ranking import BrevityEvidence, ConfidenceEvidence
+    from epic_edge.settings import MemorySettings
+    from epic_edge.stages import Steering
+    from epic_edge.store import MemoryStore
+
+
+class Searched(Protocol):
+    """What a lookup reads of a memory (epic_edge.memory.Memory is one)."""
+
+    store: MemoryStore
+    embedder: Embedder
+    entry_index: EntryIndex
+    steering: Steering
+    lexical_evidence: LexicalEvidence
+    confidence_evidence: ConfidenceEvidence
+    brevity_evidence: BrevityEvidence
+
+    @property
+    def settings(self) -> MemorySettings: ...
 
 
 @dataclass
@@ -28,7 +49,7 @@ class Retrieval:
 
 
 def lookup(
-    memory: Memory,
+    memory: Searched,
     question: str,
     k: int,
     *,
@@ -95,6 +116,28 @@ def lookup(
     return Retrieval(hits, preference, similarity, True, reason, timings)
 
 
+def boosts(memory: Searched, question: str, q: np.ndarray, steer: bool) -> list[Evidence]:
+    """The weighted evidence the memory's ranking adds to each entry's vector score (see
+    `weighted`): lexical x the question's BM25 (divided by the best one); confidence x the
+    entry's confidence x the steering weight of its preference for `q` (steered lookups only);
+    minus brevity x the entry's shortfall."""
+    found = []
+    setting = memory.settings.ranking()
+    if setting["lexical"]:
+        ids, bm25 = memory.lexical_evidence.scores(memory.store, memory.entry_index, question)
+        found.append((ids, weighted(setting, bm25=bm25)))
+    if steer and setting["confidence"] and len(memory.steering):
+        steering = memory.steering
+        ids, lifted = memory.confidence_evidence.scores(
+            memory.store, memory.entry_index, np.array([p.id for p in steering.preferences]),
+            steering.weights(q))
+        found.append((ids, weighted(setting, lifted=lifted)))
+    if setting["brevity"]:
+        ids, short = memory.brevity_evidence.scores(memory.store, memory.entry_index)
+        found.append((ids, weighted(setting, short=short)))
+    return found
+
+
 def uses_memory(similarity: Any, best_entry: Any, gate: float | None, item_gate: Any) -> Any:
     """The memory-use decision: the closest preference passes `gate`, or the best entry for
     the raw question passes `item_gate` (None switches a test off; no gate: always). Scalars
@@ -105,6 +148,6 @@ def uses_memory(similarity: Any, best_entry: Any, gate: float | None, item_gate:
     return (similarity >= gate) | by_entry
 
 
-def best_raw_score(memory: Memory, q: np.ndarray) -> float:
+def best_raw_score(memory: Searched, q: np.ndarray) -> float:
     """The best entry's score for the unsteered question vector (-1 for an empty memory)."""
     return memory.entry_index.best_score(q)

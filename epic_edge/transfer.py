@@ -10,13 +10,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 
 from epic_edge.backup_file import FORMAT, VERSION, Export, read_export
 from epic_edge.errors import InvalidInputError
-from epic_edge.ingest import BatchIngester
+from epic_edge.ingest import BatchIngester, Judged
 from epic_edge.instructions import stored_form
 from epic_edge.limits import MAX_PREFERENCES
 from epic_edge.maintenance import Budget, evict_to_budget
@@ -25,15 +25,19 @@ from epic_edge.store_reads import Entry
 from epic_edge.store_writes import NewEntry
 from epic_edge.types import Preference
 
-if TYPE_CHECKING:
-    from epic_edge.memory import Memory
+
+class Moved(Judged, Protocol):
+    """What export and import read of a memory: ingest's parts (an import embeds as ingest
+    does) and its preferences; epic_edge.memory.Memory is one."""
+
+    def preferences(self) -> list[Preference]: ...
 
 
 def _vector_text(vector: np.ndarray) -> str:
     return base64.b64encode(np.asarray(vector, "<f4").tobytes()).decode("ascii")
 
 
-def export_memory(memory: Memory, path: str | Path) -> dict[str, int]:
+def export_memory(memory: Moved, path: str | Path) -> dict[str, int]:
     """Write preferences, items and entries (with confidences, times and vectors) as JSONL.
 
     The file holds the memory's text in clear (an encrypted memory exports only when opened
@@ -100,7 +104,7 @@ def _private_replacement(path: Path) -> Iterator[TextIO]:
         raise
 
 
-def import_memory(memory: Memory, source: str | Path | Export) -> dict[str, int]:
+def import_memory(memory: Moved, source: str | Path | Export) -> dict[str, int]:
     """Merge an export (a path, or one read_export checked) into this memory. The whole file
     is checked before anything is written; then its new preferences, items and entries are
     written in one transaction: all of them, or on any error none.
