@@ -97,7 +97,7 @@ def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int
         ranked["coarse+fine"] = [h.item_text for h in found_raw.hits]
         ranked["epic"] = [h.item_text for h in ungated.hits]
         evidence[q.qid] = [ungated.similarity, best_raw_score(epic.memory, qv)]
-        assert found.used_memory == uses_memory(*evidence[q.qid], epic.memory.gate,
+        assert found.used_memory == uses_memory(*evidence[q.qid], epic.memory.settings.gate,
                                                 epic.memory.item_gate_now())
         for name, ms in zip(SYSTEMS, (ms0, ms1, ms2, ms3, ms4)):
             cells[name]["ms"].append(ms)

@@ -11,7 +11,7 @@ import numpy as np
 
 from epic_edge.baseline import StoreEverything
 from epic_edge.memory import Memory
-from epic_edge.opening import retrieval_settings
+from epic_edge.settings import MemorySettings
 from epic_edge.stages import normalize_rows
 from epic_edge.types import Item
 
@@ -93,11 +93,9 @@ class EpicMemory:
         # keeps them for the profile's model only; tests hand a stand-in); hedge and weight
         # are read when the preferences load below. The bench calibrates the background cut
         # itself (bench/policy.py)
-        settings = retrieval_settings(getattr(profile, "retrieval", {}) or {})
-        del settings["item_gate_quantile"]
-        for key, value in settings.items():
-            setattr(self.memory, key, value)
-        self.memory.background = None
+        self.memory.settings = MemorySettings.from_retrieval(
+            getattr(profile, "retrieval", {}) or {}, k=self.memory.settings.k
+        ).replace(item_gate_quantile=None)
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

@@ -177,7 +177,7 @@ def run_verification_faults(workdir: Path, rounds: int = 1,
 
 def _fresh(path: Path):  # type: ignore[no-untyped-def]
     memory = open_fake_memory(str(path))
-    memory.consolidate_threshold = None
+    memory.settings = memory.settings.replace(consolidate_threshold=None)
     memory.add_preferences(PREFERENCES)
     return memory
 

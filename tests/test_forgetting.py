@@ -54,7 +54,8 @@ def test_a_forgotten_item_stays_gone_when_its_feed_comes_again(memory):
 
 
 def test_every_chunk_of_a_forgotten_long_item_stays_gone(memory):
-    memory.consolidate_threshold = None  # the chunks' template instructions look alike
+    # the chunks' template instructions look alike
+    memory.settings = memory.settings.replace(consolidate_threshold=None)
     memory.ingest([{"text": LONG, "id": "doc"}])
     chunks = len(memory.entries()) - 2
     assert chunks > 1 and memory.forget("doc") == chunks

@@ -92,7 +92,8 @@ def test_forget_by_id_and_by_number_then_only_an_allowed_ingest_judges_again(fil
 
 def test_forget_takes_the_chunks_of_a_long_item(fake_memory):
     fake_memory.add_preferences([VEGAN])
-    fake_memory.consolidate_threshold = None  # the fake's instructions of chunks look alike
+    # the fake's instructions of chunks look alike
+    fake_memory.settings = fake_memory.settings.replace(consolidate_threshold=None)
     long_text = " ".join(f"Vegan meal {n} leaves out meat and dairy." for n in range(70))
     fake_memory.ingest([{"text": long_text, "id": "doc"}])
     chunks = fake_memory.entries()
@@ -202,7 +203,7 @@ def test_forget_by_id_in_an_encrypted_memory(tmp_path):
 
     with open_fake(tmp_path / "secret.epic", key=Sealer.new_key()) as memory:
         memory.add_preferences([VEGAN])
-        memory.consolidate_threshold = None
+        memory.settings = memory.settings.replace(consolidate_threshold=None)
         long_text = " ".join(f"Vegan meal {n} leaves out meat and dairy." for n in range(70))
         memory.ingest([ITEMS[0], {"text": long_text, "id": "doc"}])
         entries = memory.entries()

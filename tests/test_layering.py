@@ -25,27 +25,33 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _import_nodes(body: list[ast.stmt], top_level_only: bool) -> list[ast.stmt]:
-    """Import statements in `body`, skipping `if TYPE_CHECKING:` blocks (never run)."""
+def _import_nodes(body: list[ast.stmt], top_level_only: bool,
+                  type_checking: bool = False) -> list[ast.stmt]:
+    """Import statements in `body`; those of `if TYPE_CHECKING:` blocks (never run) only
+    when `type_checking`."""
     out: list[ast.stmt] = []
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             out.append(node)
         elif isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-            out += _import_nodes(node.orelse, top_level_only)
+            out += _import_nodes([*node.body, *node.orelse] if type_checking else node.orelse,
+                                 top_level_only, type_checking)
         elif not top_level_only or isinstance(node, (ast.If, ast.Try)):
             for field in ("body", "orelse", "finalbody", "handlers"):
-                out += _import_nodes(getattr(node, field, []) or [], top_level_only)
+                out += _import_nodes(getattr(node, field, []) or [], top_level_only,
+                                     type_checking)
     return out
 
 
-def _imports(name: str, path: Path, top_level_only: bool) -> set[str]:
-    """Project modules `name` imports (at import time only, when top_level_only); a parent
-    package is no edge (Python imports it before any of its modules anyway)."""
+def _imports(name: str, path: Path, top_level_only: bool, type_checking: bool = False
+             ) -> set[str]:
+    """Project modules `name` imports (at import time only, when top_level_only; with those
+    under TYPE_CHECKING, when type_checking); a parent package is no edge (Python imports it
+    before any of its modules anyway)."""
     tree = ast.parse(path.read_text("utf-8"))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in _import_nodes(tree.body, top_level_only):
+    for node in _import_nodes(tree.body, top_level_only, type_checking):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -79,7 +85,9 @@ def test_the_core_imports_no_export_or_bench_at_import_time():
 
 
 def test_no_import_cycle():
-    graph = {n: {m for m in _imports(n, p, False) if m in MODULES and m != n}
+    """Not even through imports under TYPE_CHECKING: a type a module needs from one that
+    imports it is a narrow Protocol in the module itself (e.g. retrieval.Searched)."""
+    graph = {n: {m for m in _imports(n, p, False, type_checking=True) if m in MODULES and m != n}
              for n, p in MODULES.items()}
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
@@ -97,6 +105,20 @@ def test_no_import_cycle():
         if node not in state:
             visit(node, [node])
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+# the API layer: what an app or a tool holds a Memory through; every other module of the core
+# receives what it uses (epic_edge.settings, the Protocols of ingest, retrieval, ...)
+MEMORY_API = ("epic_edge", "epic_edge.memory", "epic_edge.mcp_server",
+              "epic_edge.langchain_retriever")
+
+
+def test_only_the_api_layer_imports_memory():
+    for name, path in MODULES.items():
+        if name.split(".")[1:2] != ["cli"] and name not in MEMORY_API and name.startswith(
+                "epic_edge.") and name.split(".")[1] not in ("bench", "export"):
+            assert "epic_edge.memory" not in _imports(name, path, False, type_checking=True), (
+                f"{name} imports epic_edge.memory: hand it what it uses instead")
 
 
 def test_every_test_file_the_code_cites_exists():

@@ -33,9 +33,9 @@ def kyoto_memory(fake_memory):
 
 def test_lexical_evidence_lifts_the_entry_sharing_the_question_s_rare_word(kyoto_memory):
     question = "Where do vegans eat plant foods in Kyoto?"
-    kyoto_memory.lexical = None
+    kyoto_memory.settings = kyoto_memory.settings.replace(lexical=None)
     by_vector = [h.item_text for h in kyoto_memory.retrieve(question, k=2)]
-    kyoto_memory.lexical = 1.0
+    kyoto_memory.settings = kyoto_memory.settings.replace(lexical=1.0)
     fused = [h.item_text for h in kyoto_memory.retrieve(question, k=2)]
     assert by_vector[0].startswith("A vegan diet") and fused[0].startswith("Kyoto")
     assert sorted(fused) == sorted(by_vector)  # the same hits, reordered

@@ -258,9 +258,11 @@ def test_item_gate_gives_an_implicit_question_its_memory(tmp_path):
         memory.ingest(CORPUS)
         question = "Which battery packs and motors"  # shares words with an item, not a pref
         sim = memory.lookup(question, gate=-1.0).similarity
-        memory.gate = sim + 0.1  # the preference test alone refuses it
+        # the preference test alone refuses it
+        memory.settings = memory.settings.replace(gate=sim + 0.1)
         assert not memory.lookup(question).used_memory
-        memory.item_gate = 0.3  # the kept item is evidence enough
+        # the kept item is evidence enough
+        memory.settings = memory.settings.replace(item_gate=0.3)
         found = memory.lookup(question)
         assert found.used_memory and "battery packs" in found.hits[0].item_text
         unrelated = memory.lookup("The treaty of Westphalia")  # coarse filter dropped it

@@ -34,8 +34,9 @@ def _memory(path, profile, embedder, reference_models, fmt="float32"):
 def persona_memory(tmp_path_factory, profile, embedder, reference_models):
     memory = _memory(tmp_path_factory.mktemp("p") / "m.epic", profile, embedder,
                      reference_models)
-    assert memory.gate == profile.retrieval["gate"]  # the profile's model: its calibration
-    memory.min_score = 0.2
+    # the profile's model: its calibration
+    assert memory.settings.gate == profile.retrieval["gate"]
+    memory.settings = memory.settings.replace(min_score=0.2)
     memory.add_preferences(load_sample_persona()["preferences"])
     memory.ingest(load_sample_corpus()[:120])
     yield memory

@@ -4,14 +4,15 @@ how much the question leans to the preference it is filed under, and short items
 from __future__ import annotations
 
 import warnings
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 
 from epic_edge.memory import Memory
-from epic_edge.opening import retrieval_settings
 from epic_edge.profiles import list_profiles, load_profile
 from epic_edge.ranking import BREVITY_WORDS, fuse, shortfall, weighted
+from epic_edge.settings import MemorySettings
 from epic_edge.stages import Steering, normalize_rows
 from epic_edge.types import Preference, Verdict
 from fakes import BagOfWordsEmbedder, KeywordVerifier
@@ -77,7 +78,7 @@ def test_confidence_lifts_the_surer_entry_of_the_question_s_preference(confident
     question = "Which vegan plant cookbook is best?"
     by_vector = [h.item_text for h in confident_memory.retrieve(question, k=3, gate=-1.0)]
     assert by_vector[0] == UNSURE
-    confident_memory.confidence = 1.0
+    confident_memory.settings = confident_memory.settings.replace(confidence=1.0)
     hits = confident_memory.retrieve(question, k=3, gate=-1.0)
     # the surer vegan entry now leads; the surest entry of all is filed under the other
     # preference, which the question does not lean to, so it is not lifted
@@ -123,7 +124,7 @@ def test_brevity_lowers_a_short_item_and_follows_the_memory(tmp_path):
         memory.ingest([SHORT, LONG])
         question = "vegan plant food for dinner?"
         assert [h.item_text for h in memory.retrieve(question, k=2, gate=-1.0)] == [SHORT, LONG]
-        memory.brevity = 1.0
+        memory.settings = memory.settings.replace(brevity=1.0)
         hits = memory.retrieve(question, k=2, gate=-1.0)
         assert [h.item_text for h in hits] == [LONG, SHORT]
         # each hit shows the score it was ranked by (falling) and keeps its vector score
@@ -139,10 +140,10 @@ def test_brevity_lowers_a_short_item_and_follows_the_memory(tmp_path):
 
 def test_every_shipped_profile_ranks_as_the_reference_does():
     ranking = ("hedge", "steer_weight", "lexical", "confidence", "brevity")
-    reference = retrieval_settings(load_profile("linux-cpu").retrieval)
+    reference = asdict(MemorySettings.from_profile(load_profile("linux-cpu")))
     assert reference["brevity"]  # the chosen default is on
     for name in list_profiles():
-        settings = retrieval_settings(load_profile(name).retrieval)
+        settings = asdict(MemorySettings.from_profile(load_profile(name)))
         assert {key: settings[key] for key in ranking} == {key: reference[key] for key in ranking}
 
 
@@ -154,16 +155,18 @@ def test_any_instance_of_the_calibrated_model_keeps_the_profiles_ranking(tmp_pat
     # the app's own instance of the profile's model (another precision): the ranking holds
     same = BagOfWordsEmbedder(dim=384, name=model)
     with Memory.open(tmp_path / "same.epic", shipped, embedder=same) as memory:
-        assert (memory.hedge, memory.lexical, memory.brevity) == (
+        knobs = memory.settings
+        assert (knobs.hedge, knobs.lexical, knobs.brevity) == (
             shipped.retrieval["hedge"], shipped.retrieval["lexical"], shipped.retrieval["brevity"])
-        assert memory.gate == shipped.retrieval["gate"] and memory.background is not None
+        assert knobs.gate == shipped.retrieval["gate"] and memory.background is not None
     # another model with its own tau: the paper's ranking, no gate, nothing to warn of
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         memory = Memory.open(tmp_path / "other.epic", shipped, embedder=BagOfWordsEmbedder(),
                              tau=0.2)
     with memory:
-        assert (memory.hedge, memory.lexical, memory.gate, memory.background) == (
+        knobs = memory.settings
+        assert (knobs.hedge, knobs.lexical, knobs.gate, memory.background) == (
             None, None, None, None)
     # another model with the profile's tau (its own embedder or the app's): off, and said so
     create = registry.create
@@ -173,4 +176,4 @@ def test_any_instance_of_the_calibrated_model_keeps_the_profiles_ranking(tmp_pat
     with pytest.warns(RuntimeWarning, match="its tau 0.15 may not suit this embedder"):
         memory = Memory.open(tmp_path / "own.epic", shipped)
     with memory:
-        assert memory.lexical is None
+        assert memory.settings.lexical is None
