@@ -64,7 +64,7 @@ def run(*, profile: str = "linux-cpu", models: Path | None = None, verifier: str
                              model_dir=model_dir)
         load_s = time.perf_counter() - t0
         with memory:
-            ranking = {key: getattr(memory, key) for key in RANKING}
+            ranking = {key: getattr(memory.settings, key) for key in RANKING}
             memory.add_preferences(persona["preferences"])
             log(f"bench latency: ingesting {items} items with verifier {verifier_name} ...")
             batches = list(memory.ingest_batches(corpus[:items], batch_size))

@@ -69,7 +69,7 @@ class KeptEntries:
         order = {p.id: i for i, p in enumerate(self.steering.preferences)}
         self.preference_rows = np.array([order[row[5]] for row in rows], np.int64)
         self.confidences = np.array([row[2] for row in rows], np.float64)
-        self.setting = {name: getattr(memory, name) for name in EVIDENCE["item+prior"]}
+        self.setting = {name: getattr(memory.settings, name) for name in EVIDENCE["item+prior"]}
         self.bm25 = BM25(self.texts)
         self.short = shortfall(np.array([len(text.split()) for text in self.texts]))
 
