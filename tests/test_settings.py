@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Generic, Protocol
 
 import pytest
 
 from epic_edge.errors import InvalidInputError
+from epic_edge.ingest import Judged
+from epic_edge.inspection import Inspected
 from epic_edge.memory import Memory
+from epic_edge.preference_edits import Edited
 from epic_edge.profiles import load_profile
+from epic_edge.remembering import Remembering
+from epic_edge.retrieval import Searched
 from epic_edge.settings import MemorySettings
 from epic_edge.stages import PAPER_STEER_BY, PAPER_STEER_WEIGHT
+from epic_edge.transfer import Moved
 from fakes import BagOfWordsEmbedder, KeywordVerifier
 
 VEGAN = "I follow a vegan diet"
@@ -61,3 +68,13 @@ def test_open_hands_memory_its_settings_and_a_change_takes_effect_at_once(tmp_pa
         memory.settings = memory.settings.replace(hedge=None, item_gate_quantile=None)
         assert memory.steering.hedge is None and memory.background is None
         assert memory.info()["k"] == 2
+
+
+@pytest.mark.parametrize("protocol", [Edited, Judged, Remembering, Moved, Inspected, Searched])
+def test_memory_has_what_each_helper_reads_of_it(tmp_path, protocol):
+    names = {name for cls in protocol.__mro__ if cls not in (Protocol, Generic, object)
+             for name in [*getattr(cls, "__annotations__", {}), *vars(cls)]
+             if not name.startswith("_")}
+    with Memory.open(tmp_path / "m.epic", embedder=BagOfWordsEmbedder(), tau=0.2,
+                     verifier=KeywordVerifier()) as memory:
+        assert names and not {name for name in names if not hasattr(memory, name)}
