@@ -11,16 +11,22 @@ from epic_edge.types import BatchStats, Hit, Item, Preference, Verdict
 
 if TYPE_CHECKING:
     from epic_edge.memory import Memory
+    from epic_edge.settings import MemorySettings
 
 __version__ = "0.1.0"
-__all__ = ["BatchStats", "EpicEdgeError", "Hit", "Item", "Memory", "Preference", "Verdict",
-           "__version__"]
+__all__ = ["BatchStats", "EpicEdgeError", "Hit", "Item", "Memory", "MemorySettings",
+           "Preference", "Verdict", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    """`Memory` is imported on first use, so `import epic_edge` stays light (PEP 562)."""
+    """`Memory` and `MemorySettings` are imported on first use, so `import epic_edge` stays
+    light (PEP 562)."""
     if name == "Memory":
         from epic_edge.memory import Memory
 
         return Memory
+    if name == "MemorySettings":
+        from epic_edge.settings import MemorySettings
+
+        return MemorySettings
     raise AttributeError(f"module 'epic_edge' has no attribute {name!r}")

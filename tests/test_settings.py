@@ -49,6 +49,9 @@ def test_an_unknown_key_or_a_bad_value_is_one_clear_error(data, message):
 
 
 def test_settings_are_frozen_and_replace_checks():
+    import epic_edge
+
+    assert epic_edge.MemorySettings is MemorySettings  # part of the API, as Memory is
     settings = MemorySettings(lexical=0.1)
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.lexical = 0.2  # type: ignore[misc]
