@@ -102,8 +102,12 @@ def summarize(rows: Sequence[Mapping[str, Any]], systems: Sequence[str],
 
     keep = {key: pooled(over(lambda r, key=key: r["keep"][key]))
             for key in ("keep_recall", "keep_precision", "filing_accuracy")}
+    for key in ("relevant", "kept", "kept_relevant", "preferences_with_items"):
+        keep[key] = sum(r["keep"][key] for r in rows)  # totals over personas
     keep["no_entry"] = sum(len(r["keep"]["no_entry"]) for r in rows)
-    keep["preferences_with_items"] = sum(r["keep"]["preferences_with_items"] for r in rows)
+    keep["keep_recall_over_items"] = _share(keep["kept_relevant"], keep["relevant"])
+    keep["keep_precision_over_items"] = _share(keep["kept_relevant"], keep["kept"])
+    keep["evicted"] = sum(r.get("evicted", 0) for r in rows)
     recall: dict[str, Any] = {}
     for kind in ("preference", "no_preference", "all"):
         recall[kind] = {}

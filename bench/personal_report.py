@@ -3,6 +3,8 @@ figures and gate, and one line per persona."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from epic_edge.bench import common
@@ -10,6 +12,28 @@ from epic_edge.bench import common
 LABELS = {"epic": "EPIC as shipped (gate on)", "epic-unsteered": "EPIC unsteered (gate on)",
           "epic-ungated": "EPIC, gate off", "store-everything": "store-everything (cosine)",
           "recency": "recency buffer, EPIC's bytes", "random": "random sample, EPIC's bytes"}
+
+
+INTRO = ("A fresh memory per persona of the personal-stream set, its preferences added first, "
+         "then its own stream (notes, emails, chats, calendar entries, receipts, reminders, "
+         "posts, reviews, web snippets) in time order, in batches as a device sees them. Each "
+         "item is labelled with the preferences it bears on and each question with the items "
+         "that help answer it. Keep recall: items bearing on a preference that the memory kept; "
+         "top-5 recall: answer items among a system's first five. Store-everything ranks every "
+         "item by the same embedder's cosine; the recency buffer (the latest items) and the "
+         "random sample hold what fits the EPIC memory's payload bytes (items, instructions and "
+         "vectors as its footprint counts them, each buffered item costed the same way) and rank "
+         "by cosine. Means over personas, 95% bootstrap intervals over personas.")
+
+
+def section(out: Path) -> list[str]:
+    """BENCHMARKS.md's section, when `bench personal --json out/personal.json` ran."""
+    path = out / "personal.json"
+    if not path.exists():
+        return []
+    result = json.loads(path.read_text(encoding="utf-8"))
+    return ["## A person's own stream (`epic-edge bench personal`)", "", INTRO, "",
+            render(result), ""]
 
 
 def render(result: dict[str, Any]) -> str:
@@ -42,6 +66,10 @@ def budget_section(result: dict[str, Any], budget: str, s: dict[str, Any],
     memory_rows = [
         ["keep recall (items bearing on a preference that were kept)", _ci(keep["keep_recall"])],
         ["keep precision (kept items bearing on a preference)", _ci(keep["keep_precision"])],
+        ["the same over all personas' items (kept relevant / relevant, / kept)",
+         f"{keep['keep_recall_over_items']:.3f} ({keep['kept_relevant']} / {keep['relevant']}),"
+         f" {keep['keep_precision_over_items']:.3f} (/ {keep['kept']})"],
+        ["entries the budget evicted, all personas", f"{keep['evicted']}"],
         ["filing accuracy (kept relevant items under a preference they bear on)",
          _ci(keep["filing_accuracy"])],
         ["preferences with no entry (of those with >= 1 item bearing on them)",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from epic_edge.bench import personal, personal_data, personal_report
+from epic_edge.bench import common, personal, personal_data, personal_report
 from epic_edge.bench import personal_metrics as pm
 from epic_edge.cli import main
 from epic_edge.errors import InvalidInputError
@@ -125,11 +125,17 @@ def test_a_run_records_what_each_memory_kept_and_pools_it(tmp_path):
     summary = result["per_budget"]["none"]["summary"]
     assert summary["keep"]["keep_recall"]["mean"] == pytest.approx(
         sum(r["keep"]["keep_recall"] for r in full) / 4)
+    assert summary["keep"]["keep_recall_over_items"] == pytest.approx(
+        sum(r["keep"]["kept_relevant"] for r in full) / sum(r["keep"]["relevant"] for r in full))
+    assert result["per_budget"]["2000"]["summary"]["keep"]["evicted"] == sum(
+        r["evicted"] for r in tight) > 0
     epic = summary["recall"]["all"]["epic"]["mean"]
     se = summary["recall"]["all"]["store-everything"]
     assert se["vs_epic"]["mean"] == pytest.approx(epic - se["mean"])
-    text = personal_report.render(result)
-    assert "Budget none" in text and "store-everything (cosine)" in text
+    common.write_json(result, tmp_path / "out" / "personal.json")
+    text = "\n".join(personal_report.section(tmp_path / "out"))
+    assert text.startswith("## A person's own stream") and "Budget none" in text
+    assert "store-everything (cosine)" in text and personal_report.section(tmp_path) == []
 
 
 def test_a_real_run_with_the_linux_cpu_models(tmp_path):
