@@ -13,6 +13,7 @@ from epic_edge.bench import common, personal, personal_data, personal_report
 from epic_edge.bench import personal_metrics as pm
 from epic_edge.cli import main
 from epic_edge.errors import InvalidInputError
+from epic_edge.profiles import load_profile
 from fakes import BagOfWordsEmbedder, KeywordVerifier
 
 FIXTURE = Path(__file__).parent / "personal_fixture"
@@ -148,8 +149,10 @@ def test_a_real_run_with_the_linux_cpu_models(tmp_path):
     result = personal.run(FIXTURE, "dev", progress=False, log=_quiet)
     summary = result["per_budget"]["profile"]["summary"]
     assert result["embedder"].startswith("all-MiniLM-L6-v2") and summary["personas"] == 2
+    shipped = load_profile("linux-cpu").retrieval["gate"]
     for row in result["per_budget"]["profile"]["per_persona"]:
         assert row["bytes"]["epic_file"] > 0 and row["keep"]["kept"] <= 12
+        assert row["gate"] == shipped  # the profile's gate holds for its own embedder
     se = summary["recall"]["all"]["store-everything"]["mean"]
     assert 0 < se <= 1  # the same embedder's cosine finds some answer item
     for kind in ("preference", "no_preference"):
