@@ -28,7 +28,24 @@ def keep_figures(persona: Persona, kept: Mapping[str, Iterable[str]]) -> dict[st
             "keep_precision": _share(len(hits), len(kept)),
             "preferences_with_items": len(borne),
             "no_entry": sorted(p for p in persona.preferences if p in borne and p not in filed),
-            "filing_accuracy": _share(len(rightly), len(hits))}
+            "filing_accuracy": _share(len(rightly), len(hits)),
+            "kept_by": _kept_by(persona, set(kept))}
+
+
+def _kept_by(persona: Persona, kept: set[str]) -> dict[str, dict[str, list[int]]]:
+    """[kept, total] of the relevant items per label of how they bear on a preference and
+    per kind, and of the near misses (same field, nothing a preference bears on)."""
+    out: dict[str, dict[str, list[int]]] = {"how": {}, "kind": {}, "near_miss": {}}
+    for item in persona.items:
+        cells = ([out["how"].setdefault(b["how"], [0, 0]) for b in item.get("bears_on") or []]
+                 + ([out["kind"].setdefault(item["kind"], [0, 0])] if item.get("bears_on")
+                    else []))
+        if item.get("near_miss_of"):
+            cells.append(out["near_miss"].setdefault("all", [0, 0]))
+        for cell in cells:
+            cell[0] += item["id"] in kept
+            cell[1] += 1
+    return out
 
 
 def recall_at_k(ranked: Sequence[str], answers: Iterable[str], k: int = 5) -> float:
@@ -108,6 +125,13 @@ def summarize(rows: Sequence[Mapping[str, Any]], systems: Sequence[str],
     keep["keep_recall_over_items"] = _share(keep["kept_relevant"], keep["relevant"])
     keep["keep_precision_over_items"] = _share(keep["kept_relevant"], keep["kept"])
     keep["evicted"] = sum(r.get("evicted", 0) for r in rows)
+    keep["kept_by"] = {}
+    for r in rows:
+        for axis, cells in r["keep"]["kept_by"].items():
+            for label, (kept, total) in cells.items():
+                cell = keep["kept_by"].setdefault(axis, {}).setdefault(label, [0, 0])
+                cell[0] += kept
+                cell[1] += total
     recall: dict[str, Any] = {}
     for kind in ("preference", "no_preference", "all"):
         recall[kind] = {}

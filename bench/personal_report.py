@@ -69,6 +69,11 @@ def budget_section(result: dict[str, Any], budget: str, s: dict[str, Any],
         ["the same over all personas' items (kept relevant / relevant, / kept)",
          f"{keep['keep_recall_over_items']:.3f} ({keep['kept_relevant']} / {keep['relevant']}),"
          f" {keep['keep_precision_over_items']:.3f} (/ {keep['kept']})"],
+        ["kept of the relevant items, by how they bear on a preference",
+         _shares(keep["kept_by"].get("how", {}))],
+        ["kept of the relevant items, by kind", _shares(keep["kept_by"].get("kind", {}))],
+        ["kept of the near misses (nothing a preference bears on)",
+         _shares(keep["kept_by"].get("near_miss", {}))],
         ["entries the budget evicted, all personas", f"{keep['evicted']}"],
         ["filing accuracy (kept relevant items under a preference they bear on)",
          _ci(keep["filing_accuracy"])],
@@ -107,6 +112,10 @@ def _ci(cell: dict[str, Any], signed: bool = False, pct: bool = False) -> str:
     fmt = "{:+.3f}" if signed else "{:.1%}" if pct else "{:.3f}"
     lo, hi = cell["ci"]
     return f"{fmt.format(cell['mean'])} ({fmt.format(lo)} to {fmt.format(hi)})"
+
+
+def _shares(cells: dict[str, list[int]]) -> str:
+    return ", ".join(f"{label} {kept}/{total}" for label, (kept, total) in sorted(cells.items()))
 
 
 def _f(value: float) -> str:

@@ -36,6 +36,12 @@ def test_keep_figures_of_a_known_subset():
     assert figures["keep_precision"] == pytest.approx(3 / 4)
     assert figures["no_entry"] == ["d"]  # b has an entry (i02, though i02 bears on nothing)
     assert figures["filing_accuracy"] == pytest.approx(2 / 3)  # i03 bears on b, filed under a
+    assert figures["kept_by"] == {  # i01 implicit, i03 bad experience, i06 explicit
+        "how": {"implicit": [1, 3], "bad_experience": [1, 1], "alternative": [0, 1],
+                "explicit": [1, 1], "fact": [0, 1]},
+        "kind": {"note": [1, 2], "chat": [1, 1], "web": [0, 1], "review": [1, 1],
+                 "reminder": [0, 1], "post": [0, 1]},
+        "near_miss": {"all": [0, 2]}}
     empty = pm.keep_figures(_persona(1), {})
     assert empty["keep_recall"] == 0 and math.isnan(empty["keep_precision"])
     assert empty["no_entry"] == ["a", "b", "c", "d"]
@@ -128,6 +134,9 @@ def test_a_run_records_what_each_memory_kept_and_pools_it(tmp_path):
         sum(r["keep"]["keep_recall"] for r in full) / 4)
     assert summary["keep"]["keep_recall_over_items"] == pytest.approx(
         sum(r["keep"]["kept_relevant"] for r in full) / sum(r["keep"]["relevant"] for r in full))
+    by_kind = summary["keep"]["kept_by"]["kind"].values()
+    assert [sum(c[0] for c in by_kind), sum(c[1] for c in by_kind)] == [
+        summary["keep"]["kept_relevant"], summary["keep"]["relevant"]]
     assert result["per_budget"]["2000"]["summary"]["keep"]["evicted"] == sum(
         r["evicted"] for r in tight) > 0
     epic = summary["recall"]["all"]["epic"]["mean"]
