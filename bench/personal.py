@@ -151,6 +151,7 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
             ranked[name] = _cosine_top(qv, vectors[rows_of], held, k)
         rows.append({"id": question.id, "prefs": list(question.prefs),
                      "answers": list(question.answers), "used_memory": bool(found.used_memory),
+                     "held": pm.recall_at_k(list(kept), question.answers, len(kept)),
                      "ranked": ranked,
                      "recall": {name: pm.recall_at_k(r, question.answers, k)
                                 for name, r in ranked.items()}})

@@ -83,7 +83,8 @@ def question_figures(rows: Sequence[Mapping[str, Any]], systems: Sequence[str]
                      ) -> dict[str, Any]:
     """One persona's top-k recall per system and question kind, and the gate's shares.
 
-    Each row: {"prefs": [...], "answers": [...], "used_memory": bool, "recall": {system: r}}.
+    Each row: {"prefs": [...], "answers": [...], "used_memory": bool, "recall": {system: r},
+    "held": the share of its answer items the memory holds (EPIC's ceiling)}.
     """
     out: dict[str, Any] = {"recall": {}}
     kinds = {"preference": [r for r in rows if r["prefs"]],
@@ -94,6 +95,8 @@ def question_figures(rows: Sequence[Mapping[str, Any]], systems: Sequence[str]
         out["recall"][system]["all"] = _mean(r["recall"][system] for r in rows if r["answers"])
     out["no_memory"] = {kind: _mean(float(not r["used_memory"]) for r in part)
                         for kind, part in kinds.items()}
+    out["answers_held"] = {kind: _mean(r["held"] for r in part if r["answers"])
+                           for kind, part in kinds.items()}
     return out
 
 
@@ -143,10 +146,12 @@ def summarize(rows: Sequence[Mapping[str, Any]], systems: Sequence[str],
                 recall[kind][system]["vs_" + reference] = paired(base, mine)
     gate = {kind: pooled(over(lambda r, kind=kind: r["questions"]["no_memory"][kind]))
             for kind in ("preference", "no_preference")}
+    held = {kind: pooled(over(lambda r, kind=kind: r["questions"]["answers_held"][kind]))
+            for kind in ("preference", "no_preference")}
     sizes = {key: float(np.median(over(lambda r, key=key: r["bytes"][key])))
              for key in rows[0]["bytes"]} if rows else {}
     return {"personas": len(rows), "keep": keep, "recall": recall, "no_memory": gate,
-            "bytes_median": sizes}
+            "answers_held": held, "bytes_median": sizes}
 
 
 def _share(part: int, whole: int) -> float:

@@ -123,6 +123,8 @@ def test_a_run_records_what_each_memory_kept_and_pools_it(tmp_path):
             assert set(q["ranked"]) == set(personal.SYSTEMS)
             assert all(len(r) <= 5 for r in q["ranked"].values())
             assert set(q["ranked"]["epic-ungated"]) <= set(row["kept"])
+            held = len(set(q["answers"]) & set(row["kept"])) / len(q["answers"])
+            assert q["held"] == held >= q["recall"]["epic-ungated"]  # EPIC's ceiling
         assert row["bytes"]["recency_payload"] <= row["bytes"]["epic_payload"]
         assert row["bytes"]["random_payload"] <= row["bytes"]["epic_payload"]
     assert sum(row["keep"]["kept"] for row in full) >= 4

@@ -110,8 +110,9 @@ def main(argv: list[str]) -> int:
     per.add_argument("--split", choices=("dev", "test", "all"), default="dev",
                      help="personas: dev (odd numbers, default), test (even) or all")
     per.add_argument("--budgets", default="profile",
-                     help="comma-separated byte budgets, each a run of its own: bytes (8000, "
-                          "16KB, 0.4MB), profile (the profile's own, default) or none")
+                     help="comma-separated byte budgets, each a run of its own: bytes (60000, "
+                          "64KB, 0.4MB; a new memory's pages take about 53 KB before its first "
+                          "entry), profile (the profile's own, default) or none")
     per.add_argument("--batch", type=int, default=8, help="items per ingest batch (default 8)")
     per.add_argument("--seed", type=int, default=0, help="seed of the random sample (default 0)")
     _common(per)
