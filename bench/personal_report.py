@@ -32,7 +32,8 @@ def section(out: Path) -> list[str]:
     if not path.exists():
         return []
     result = json.loads(path.read_text(encoding="utf-8"))
-    return ["## A person's own stream (`epic-edge bench personal`)", "", INTRO, "",
+    note = [result["note"], ""] if result.get("note") else []  # the reading, where one was added
+    return ["## A person's own stream (`epic-edge bench personal`)", "", INTRO, "", *note,
             render(result), ""]
 
 

@@ -144,9 +144,10 @@ def test_a_run_records_what_each_memory_kept_and_pools_it(tmp_path):
     epic = summary["recall"]["all"]["epic"]["mean"]
     se = summary["recall"]["all"]["store-everything"]
     assert se["vs_epic"]["mean"] == pytest.approx(epic - se["mean"])
-    common.write_json(result, tmp_path / "out" / "personal.json")
+    common.write_json({**result, "note": "Read me first."}, tmp_path / "out" / "personal.json")
     text = "\n".join(personal_report.section(tmp_path / "out"))
     assert text.startswith("## A person's own stream") and "Budget none" in text
+    assert "\n\nRead me first.\n\nBudget none" in text
     assert "store-everything (cosine)" in text and personal_report.section(tmp_path) == []
 
 
