@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from epic_edge.baseline import StoreEverything
 from epic_edge.bench import common, personal_data
@@ -68,8 +69,6 @@ def run(data: Path | None = None, split: str = "dev", *, budgets: str = PROFILE_
     fmt = str((prof.index or {}).get("vectors", "float32"))
     log(f"bench personal: {len(personas)} {split} personas from {data or 'bench/personal'}, "
         f"profile {prof.name}, budgets {', '.join(map(str, chosen))}, batches of {batch}")
-    from tqdm import tqdm
-
     rows: dict[str, list[dict[str, Any]]] = {str(b): [] for b in chosen}
     try:
         with tempfile.TemporaryDirectory(prefix="epic-bench-personal-") as tmp:
