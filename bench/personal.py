@@ -20,6 +20,7 @@ from epic_edge.bench.vectors import CachedEmbedder
 from epic_edge.crypto import Sealer
 from epic_edge.errors import InvalidInputError
 from epic_edge.memory import Memory
+from epic_edge.retrieval import best_raw_score
 from epic_edge.types import Item
 from epic_edge.vectors import bytes_per_vector
 
@@ -151,6 +152,8 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
         rows.append({"id": question.id, "prefs": list(question.prefs),
                      "answers": list(question.answers), "used_memory": bool(found.used_memory),
                      "held": pm.recall_at_k(list(kept), question.answers, len(kept)),
+                     # the gate's evidence: closest preference, best entry for the raw question
+                     "evidence": [found.similarity, best_raw_score(memory, qv)],
                      "ranked": ranked,
                      "recall": {name: pm.recall_at_k(r, question.answers, k)
                                 for name, r in ranked.items()}})

@@ -100,6 +100,22 @@ def question_figures(rows: Sequence[Mapping[str, Any]], systems: Sequence[str]
     return out
 
 
+def memory_given_by(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Of one budget's no-preference questions given memory, how many passed the gate by
+    their closest preference (>= gate) and how many by their best entry alone (>= item cut)."""
+    out = {"questions": 0, "given": 0, "by_preference": 0, "by_entry_only": 0}
+    for row in rows:
+        for q in row["per_question"]:
+            if q["prefs"]:
+                continue
+            out["questions"] += 1
+            if q["used_memory"]:
+                out["given"] += 1
+                by_pref = row["gate"] is None or q["evidence"][0] >= row["gate"]
+                out["by_preference" if by_pref else "by_entry_only"] += 1
+    return out
+
+
 def pooled(values: Iterable[float], seed: int = 0) -> dict[str, Any]:
     """Mean over personas (those with a value) and its 95% bootstrap interval."""
     arr = [v for v in values if v is not None and not math.isnan(v)]
@@ -151,7 +167,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], systems: Sequence[str],
     sizes = {key: float(np.median(over(lambda r, key=key: r["bytes"][key])))
              for key in rows[0]["bytes"]} if rows else {}
     return {"personas": len(rows), "keep": keep, "recall": recall, "no_memory": gate,
-            "answers_held": held, "bytes_median": sizes}
+            "memory_given_by": memory_given_by(rows), "answers_held": held,
+            "bytes_median": sizes}
 
 
 def _share(part: int, whole: int) -> float:

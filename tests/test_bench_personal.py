@@ -14,6 +14,7 @@ from epic_edge.bench import personal_metrics as pm
 from epic_edge.cli import main
 from epic_edge.errors import InvalidInputError
 from epic_edge.profiles import load_profile
+from epic_edge.retrieval import uses_memory
 from fakes import BagOfWordsEmbedder, KeywordVerifier
 
 FIXTURE = Path(__file__).parent / "personal_fixture"
@@ -136,6 +137,10 @@ def test_a_run_records_what_each_memory_kept_and_pools_it(tmp_path):
         sum(r["keep"]["keep_recall"] for r in full) / 4)
     assert summary["keep"]["keep_recall_over_items"] == pytest.approx(
         sum(r["keep"]["kept_relevant"] for r in full) / sum(r["keep"]["relevant"] for r in full))
+    given = summary["memory_given_by"]
+    no_pref = [q for r in full for q in r["per_question"] if not q["prefs"]]
+    assert given["questions"] == len(no_pref) == 8 and given["given"] == sum(
+        q["used_memory"] for q in no_pref) == given["by_preference"] + given["by_entry_only"]
     by_kind = summary["keep"]["kept_by"]["kind"].values()
     assert [sum(c[0] for c in by_kind), sum(c[1] for c in by_kind)] == [
         summary["keep"]["kept_relevant"], summary["keep"]["relevant"]]
@@ -165,6 +170,9 @@ def test_a_real_run_with_the_linux_cpu_models(tmp_path):
     for row in result["per_budget"]["profile"]["per_persona"]:
         assert row["bytes"]["epic_file"] > 0 and row["keep"]["kept"] <= 12
         assert row["gate"] == shipped  # the profile's gate holds for its own embedder
+        for q in row["per_question"]:  # the recorded evidence replays the gate's decision
+            assert q["used_memory"] == bool(uses_memory(*q["evidence"], row["gate"],
+                                                        row["item_cut"]))
     se = summary["recall"]["all"]["store-everything"]["mean"]
     assert 0 < se <= 1  # the same embedder's cosine finds some answer item
     for kind in ("preference", "no_preference"):
