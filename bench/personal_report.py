@@ -85,8 +85,7 @@ def budget_section(result: dict[str, Any], budget: str, s: dict[str, Any],
         ["no memory for no-preference questions (target >= 90%)",
          _ci(gate["no_preference"], pct=True)],
         ["no memory for preference questions (target <= 5%)", _ci(gate["preference"], pct=True)],
-        ["no-preference questions given memory: by their closest preference (>= gate), by "
-         "their best entry alone (>= the memory's item cut)",
+        ["no-preference Qs given memory (by closest preference >= gate, by best entry alone)",
          "{given} of {questions}: {by_preference}, {by_entry_only}".format(
              **s["memory_given_by"])],
         ["EPIC memory file, median bytes (payload: items, instructions, vectors)",
