@@ -97,13 +97,14 @@ def budget_section(result: dict[str, Any], budget: str, s: dict[str, Any],
     persona_rows = [[str(r["persona"]), f"{r['keep']['kept']}", f"{r['keep']['relevant']}",
                      _f(r["keep"]["keep_recall"]), _f(r["keep"]["keep_precision"]),
                      ",".join(r["keep"]["no_entry"]) or "-",
-                     _f(r["questions"]["recall"]["epic"]["all"]),
-                     _f(r["questions"]["recall"]["store-everything"]["all"]),
+                     _f(r["questions"]["recall"]["epic"]["preference"]),
+                     _f(r["questions"]["recall"]["store-everything"]["preference"]),
                      _f(r["questions"]["no_memory"]["no_preference"]),
                      _f(r["questions"]["no_memory"]["preference"]), f"{r['bytes']['epic_file']:,}"]
                     for r in rows]
     persona_head = ["persona", "kept", "relevant", "keep recall", "keep precision", "no entry",
-                    f"EPIC top-{k}", f"SE top-{k}", "no mem (no-pref Qs)", "no mem (pref Qs)",
+                    f"EPIC top-{k} (pref Qs)", f"SE top-{k} (pref Qs)", "no mem (no-pref Qs)",
+                    "no mem (pref Qs)",
                     "EPIC bytes"]
     return [f"Budget {name}: per persona, then the mean over personas with a 95% bootstrap "
             "interval (paired for differences):", "",
