@@ -9,6 +9,7 @@ from typing import Any
 from epic_edge.bench import (
     common,
     latency,
+    personal_report,
     quality,
     ranking_replay,
     relevance,
@@ -81,6 +82,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         *_profiles(out, results["quality"], labels),
         *_written_sets(out),
         *ranking_replay.section(out),
+        *personal_report.section(out),
         "## Latency breakdown (`epic-edge bench latency`)",
         "",
         latency.render(results["latency"]),

@@ -1,4 +1,4 @@
-"""`epic-edge bench latency|quality|stream|report`: the EPIC benchmarks, JSON and tables."""
+"""`epic-edge bench latency|quality|stream|personal|report`: the EPIC benchmarks, JSON, tables."""
 
 from __future__ import annotations
 
@@ -101,6 +101,21 @@ def main(argv: list[str]) -> int:
                     help="EPIC entry budget (default: the profile's)")
     _engine_options(st)
     _common(st)
+    per = sub.add_parser("personal", help="a fresh memory per persona over its own labelled "
+                                          "stream: keep recall and precision, answer recall "
+                                          "beside store-everything and equal-size buffers, gate")
+    per.add_argument("--data", type=Path, default=None,
+                     help="folder of persona files p01.json .. pNN.json (default: the set "
+                          "shipped in epic_edge/bench/personal/)")
+    per.add_argument("--split", choices=("dev", "test", "all"), default="dev",
+                     help="personas: dev (odd numbers, default), test (even) or all")
+    per.add_argument("--budgets", default="profile",
+                     help="comma-separated byte budgets, each a run of its own: bytes (60000, "
+                          "64KB, 0.4MB; a new memory's pages take about 53 KB before its first "
+                          "entry), profile (the profile's own, default) or none")
+    per.add_argument("--batch", type=int, default=8, help="items per ingest batch (default 8)")
+    per.add_argument("--seed", type=int, default=0, help="seed of the random sample (default 0)")
+    _common(per)
     rep = sub.add_parser("report", help="run latency, quality and stream; write BENCHMARKS.md")
     rep.add_argument("--out", type=Path, default=Path("bench/results"))
     rep.add_argument("--markdown", type=Path, default=Path("BENCHMARKS.md"))
@@ -111,7 +126,16 @@ def main(argv: list[str]) -> int:
     add_profile_options(rep)
     args = p.parse_args(argv)
 
-    from epic_edge.bench import common, latency, pooling, quality, report, stream
+    from epic_edge.bench import (
+        common,
+        latency,
+        personal,
+        personal_report,
+        pooling,
+        quality,
+        report,
+        stream,
+    )
 
     if args.bench == "judgments":
         return _judgments(args)
@@ -140,6 +164,10 @@ def main(argv: list[str]) -> int:
                              items=args.items, runs=args.runs, embed_threads=args.embed_threads,
                              llm_threads=args.llm_threads)
         text = latency.render(result)
+    elif args.bench == "personal":
+        result = personal.run(args.data, args.split, budgets=args.budgets, profile=args.profile,
+                              models=args.models, batch=args.batch, seed=args.seed)
+        text = personal_report.render(result)
     elif args.bench == "quality":
         result = quality.run(args.split, corpus=args.corpus, personas=args.personas,
                              verifier=args.verifier, instructions=args.instructions,
