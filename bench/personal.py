@@ -68,7 +68,7 @@ def run(data: Path | None = None, split: str = "dev", *, budgets: str = PROFILE_
     cached = CachedEmbedder(embedder or common.make_embedder(prof, model_dir))
     judge = verifier or common.make_verifier(prof, model_dir, None)
     fmt = str((prof.index or {}).get("vectors", "float32"))
-    log(f"bench personal: {len(personas)} {split} personas from {data or 'bench/personal'}, "
+    log(f"bench personal: {len(personas)} {split} personas from {data or personal_data.default_dir()}, "
         f"profile {prof.name}, budgets {', '.join(map(str, chosen))}, batches of {batch}")
     rows: dict[str, list[dict[str, Any]]] = {str(b): [] for b in chosen}
     try:
@@ -161,7 +161,7 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
             "keep": pm.keep_figures(persona, kept),
             "questions": pm.question_figures(rows, SYSTEMS), "per_question": rows,
             "kept": {item: sorted(p) for item, p in kept.items()}, "evicted": evicted,
-            "gate": memory.gate, "item_cut": memory.item_gate_now(),
+            "gate": memory.settings.gate, "item_cut": memory.item_gate_now(),
             "buffers": {name: len(held) for name, held in buffers.items()},
             "bytes": {"epic_file": int(parts["total"]), "epic_payload": int(payload),
                       "recency_payload": sum(sizes[i] for i in buffers["recency"]),

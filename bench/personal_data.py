@@ -47,12 +47,12 @@ class Persona:
 
 
 def default_dir() -> Path:
-    """bench/personal/, wherever the package is installed (the set, once it is placed there)."""
-    return Path(str(resources.files("epic_edge.bench").joinpath("personal")))
+    """bench/personal/personas/, the set's persona files (bench/personal/PROVENANCE.md)."""
+    return Path(str(resources.files("epic_edge.bench").joinpath("personal", "personas")))
 
 
 def load(root: Path | None = None, split: str = "dev") -> list[Persona]:
-    """The personas of `split` in `root` (default bench/personal/), by number; a missing folder,
+    """The personas of `split` in `root` (default bench/personal/personas/), by number; a missing folder,
     a folder without pNN.json files or a malformed file raises InvalidInputError (one line)."""
     if split not in SPLITS:
         raise InvalidInputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")

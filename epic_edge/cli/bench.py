@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
                                           "beside store-everything and equal-size buffers, gate")
     per.add_argument("--data", type=Path, default=None,
                      help="folder of persona files p01.json .. pNN.json (default: the set "
-                          "shipped in epic_edge/bench/personal/)")
+                          "in bench/personal/personas/)")
     per.add_argument("--split", choices=("dev", "test", "all"), default="dev",
                      help="personas: dev (odd numbers, default), test (even) or all")
     per.add_argument("--budgets", default="profile",

@@ -1,0 +1,59 @@
+"""The personal-stream set's checks: the writing brief, a reader's labels, and kappa."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from epic_edge.bench import personal_data, personal_set
+
+FIXTURE = Path(__file__).parent / "personal_fixture"
+SET = Path(__file__).parents[1] / "bench" / "personal" / "personas"
+
+
+def test_kappa_of_known_tables():
+    assert personal_set.kappa([(1, 1), (0, 0)] * 5) == 1.0
+    # 80% observed, 50% by chance -> 0.6
+    pairs = [(1, 1)] * 4 + [(0, 0)] * 4 + [(1, 0), (0, 1)]
+    assert personal_set.kappa(pairs) == pytest.approx(0.6)
+
+
+def test_the_shipped_set_meets_its_brief_and_a_short_stream_does_not():
+    if not SET.is_dir():
+        pytest.skip("the personal-stream set is not in this checkout")
+    assert all(not personal_set.brief_problems(p) for p in personal_data.load(SET, "all"))
+    small = personal_data.load(FIXTURE, "all")[0]
+    assert any("items (want 60+)" in problem for problem in personal_set.brief_problems(small))
+
+
+def test_a_readers_file_is_checked_against_its_batch(tmp_path):
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(json.dumps(r) for r in [
+        {"persona": "p01", "preferences": [{"id": "p01.a", "text": "x"}]},
+        {"item": "p01.i01", "kind": "note", "text": "a"},
+        {"item": "p01.i02", "kind": "note", "text": "b"}]))
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"item": "p01.i01", "bears_on": ["p02.a"]}) + "\n")
+    problems = personal_set.label_problems(batch, answers)
+    assert problems == ["p01.i01 names preferences of another persona",
+                        "1 items unlabelled, e.g. ['p01.i02']"]
+    assert personal_set.main(["check-labels", str(batch), str(answers)]) == 1
+
+
+def test_agreement_pairs_the_readers_of_one_batch(tmp_path):
+    personas = personal_data.load(FIXTURE, "all")
+    first = personas[0]
+    truth = {i: sorted(s) for i, s in first.bears_on.items()}
+    for reader in ("a", "b"):
+        (tmp_path / f"batch1.reader-{reader}.jsonl").write_text("\n".join(
+            json.dumps({"item": i, "bears_on": s}) for i, s in truth.items()))
+    lines = personal_set.agreement(personas, sorted(tmp_path.glob("*.jsonl")))
+    assert lines[-1].startswith("batch1.reader-a.jsonl vs batch1.reader-b.jsonl")
+    assert lines[-1].endswith("kappa 1.000") and len(lines) == 3
+
+
+def test_a_missing_file_is_one_line(capsys):
+    assert personal_set.main(["check", "/nonexistent/p01.json"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
