@@ -68,7 +68,8 @@ def run(data: Path | None = None, split: str = "dev", *, budgets: str = PROFILE_
     cached = CachedEmbedder(embedder or common.make_embedder(prof, model_dir))
     judge = verifier or common.make_verifier(prof, model_dir, None)
     fmt = str((prof.index or {}).get("vectors", "float32"))
-    log(f"bench personal: {len(personas)} {split} personas from {data or personal_data.default_dir()}, "
+    source = data or personal_data.default_dir()
+    log(f"bench personal: {len(personas)} {split} personas from {source}, "
         f"profile {prof.name}, budgets {', '.join(map(str, chosen))}, batches of {batch}")
     rows: dict[str, list[dict[str, Any]]] = {str(b): [] for b in chosen}
     try:

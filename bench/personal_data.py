@@ -52,8 +52,9 @@ def default_dir() -> Path:
 
 
 def load(root: Path | None = None, split: str = "dev") -> list[Persona]:
-    """The personas of `split` in `root` (default bench/personal/personas/), by number; a missing folder,
-    a folder without pNN.json files or a malformed file raises InvalidInputError (one line)."""
+    """The personas of `split` in `root` (default bench/personal/personas/), by number; a
+    missing folder, a folder without pNN.json files or a malformed file raises
+    InvalidInputError (one line)."""
     if split not in SPLITS:
         raise InvalidInputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     root = Path(root) if root is not None else default_dir()
