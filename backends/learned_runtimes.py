@@ -18,7 +18,7 @@ from epic_edge.errors import ModelNotFoundError
 from epic_edge.optional import optional_import
 
 SUFFIX_FORMATS = {".onnx": "onnx", ".pte": "executorch", ".mlpackage": "coreml"}
-SETUP_HINT = "run `epic-edge setup` (it trains the learned verifier once)"
+SETUP_HINT = "run `epic-edge setup` (it installs the learned decision)"
 DEVICE_HINT = "export the device's bundle with: epic-edge export --device PROFILE --out DIR"
 
 
@@ -109,3 +109,12 @@ def open_runner(path: Path, *, threads: int = 0, providers: Sequence[Any] | None
         return CoreMLRunner(path, compute_units=compute_units)
     return OnnxRunner(path, threads=threads, providers=providers)
 
+
+def runs_here(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """`devices`: the learned decision runs where its model file's runtime runs (.onnx, .pte,
+    .mlpackage)."""
+    from epic_edge.registry import backend
+    from epic_edge.runs_here import backend_notes
+
+    runtime = SUFFIX_FORMATS.get(Path(str(config.get("model", ""))).suffix, "onnx")
+    return backend_notes(backend("embedder", runtime), config)

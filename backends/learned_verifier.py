@@ -28,7 +28,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 class LearnedVerifier:
-    """Scores (preference, item) pairs with a model trained by epic_edge.export.verifier.train.
+    """Scores (preference, item) pairs with a model trained by epic_edge_lab.verifier.train.
 
     model.json "kind": "siamese" (fine-tuned bi-encoder: P = sigmoid(scale * cos + bias)) or
     "cross-encoder" (one logit per "[CLS] preference [SEP] item"). One batched ONNX pass;

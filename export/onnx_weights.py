@@ -1,6 +1,6 @@
 """The learned decision's torch module rebuilt from its ONNX file (the source of truth).
 
-Training (export/verifier/train.py) exports the fine-tuned MiniLM (siamese: pooled sentence
+Training (the lab's verifier/train.py) exports the fine-tuned MiniLM (siamese: pooled sentence
 embedding; cross-encoder:
 one Keep logit) to ONNX, int8 by default, and keeps no torch weights. The device formats (Core ML,
 ExecuTorch) are traced from torch, so this reads the ONNX initialisers back: tensors that kept
@@ -196,7 +196,7 @@ def decision_module(model_dir: Path, *, token_types: bool = True,
 
 def _blend_module(torch: Any, onnx_path: Path, encoder: Any, fine_weight: float,
                   token_types: bool) -> Any:
-    """A siamese blend (export/verifier/blend.py's blend_module) over explicit-mask encoders,
+    """A siamese blend (the lab's verifier/blend.py blend_module) over explicit-mask encoders,
     both rebuilt from the ONNX file. The base encoder is registered first, so each of its
     anonymous weights takes its exact copy (cosine 1) and the fine-tuned encoder the rest."""
     import copy

@@ -20,4 +20,4 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,dr
 import onnxruntime as ort
 print("[device_check] onnxruntime", ort.__version__, ort.get_available_providers())
 PYEOF
-exec timeout "${LIMIT_S:-540}" "$PY" -m epic_edge.bench.device_check "${ARGS[@]}"
+exec timeout "${LIMIT_S:-540}" "$PY" -m epic_edge_lab.device_check "${ARGS[@]}"

@@ -35,7 +35,7 @@ echo "[setup] installing epic-edge and its CPU backend into .venv"
 
 echo "[setup] installing models into $EPIC_EDGE_MODELS"
 # One setup path: the profile's models, and the learned verifier (its decision module: MiniLM,
-# every layer fine-tuned on epic_edge/data/verification, fp32 ONNX) trained once (~5-6 min on
+# every layer fine-tuned on bench/labels, fp32 ONNX) trained once (~5-6 min on
 # 2 cores).
 .venv/bin/epic-edge setup --models "$EPIC_EDGE_MODELS" --profile "${EPIC_EDGE_PROFILE:-linux-cpu}"
 echo "[setup] done. Try: .venv/bin/epic-edge demo"

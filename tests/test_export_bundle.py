@@ -199,12 +199,12 @@ def test_phone_bundle_decides_as_linux_cpu_and_keeps_a_small_memory(phone_bundle
     from epic_edge import registry
     from epic_edge.backends.learned_verifier import LearnedVerifier
     from epic_edge.baseline import StoreEverything
-    from epic_edge.calibrate import load_verification_set
     from epic_edge.datasets import load_sample_corpus, load_sample_persona
     from epic_edge.export.bundle import load_bundle
     from epic_edge.export.learned_decision import INT8_SOURCE_LIMIT, PARITY_LIMIT, parity
     from epic_edge.memory import Memory
     from epic_edge.models import model_dir
+    from epic_edge_lab.calibrate import load_verification_set
 
     bundle = load_bundle(phone_bundle, hashes=False)
     decision = registry.create("verifier", bundle.profile.verifier, bundle.model_dir)

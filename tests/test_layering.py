@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ROOMS = {"epic_edge": "epic_edge", "backends": "epic_edge.backends",
-         "export": "epic_edge.export", "bench": "epic_edge.bench", "devices": "epic_edge.devices"}
+         "export": "epic_edge.export", "bench": "epic_edge_lab", "devices": "epic_edge.devices"}
 
 
 def _modules() -> dict[str, Path]:
@@ -65,7 +65,7 @@ def test_backends_never_import_export_or_the_cli():
     for name, path in MODULES.items():
         if name.startswith("epic_edge.backends."):
             bad = {m for m in _imports(name, path, False)
-                   if m.startswith(("epic_edge.export", "epic_edge.cli", "epic_edge.bench"))}
+                   if m.startswith(("epic_edge.export", "epic_edge.cli", "epic_edge_lab"))}
             assert not bad, f"{name} imports {sorted(bad)}"
 
 
@@ -74,7 +74,7 @@ def test_the_core_imports_no_export_or_bench_at_import_time():
         if name.startswith("epic_edge.") and name.split(".")[1] not in (
                 "backends", "export", "bench", "cli"):
             bad = {m for m in _imports(name, path, True)
-                   if m.startswith(("epic_edge.export", "epic_edge.bench", "epic_edge.cli"))}
+                   if m.startswith(("epic_edge.export", "epic_edge_lab", "epic_edge.cli"))}
             assert not bad, f"{name} imports {sorted(bad)}"
 
 

@@ -10,8 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from epic_edge.calibrate import load_verification_set
 from epic_edge.types import Preference
+from epic_edge_lab.calibrate import load_verification_set
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("torch", "transformers", "onnxruntime",
@@ -31,7 +31,7 @@ def tiny_models(tmp_path_factory):
     import torch
 
     from epic_edge.export.minilm_onnx import find_minilm_weights
-    from epic_edge.export.verifier.nets import (
+    from epic_edge_lab.verifier.nets import (
         _Siamese,
         build_cross_encoder,
         export_onnx,
