@@ -27,7 +27,7 @@ def _installed_decision() -> Path:
 
     folder = model_dir() / "epic-verifier-minilm"
     if not (folder / "model.onnx").is_file():
-        pytest.skip("the learned verifier is not installed (scripts/setup.sh trains it)")
+        pytest.skip("the learned verifier is not installed (scripts/setup.sh installs it)")
     return folder
 
 

@@ -86,7 +86,7 @@ def test_int8_scores_do_not_depend_on_batch_neighbours() -> None:
 
     path = model_dir() / "epic-verifier-minilm" / "model.onnx"
     if not path.is_file():
-        pytest.skip("the learned verifier is not installed (scripts/setup.sh trains it)")
+        pytest.skip("the learned verifier is not installed (scripts/setup.sh installs it)")
     verifier = LearnedVerifier(path)
     texts = list(dict.fromkeys(p.passage for p in load_verification_set("test")))[:24]
     together = verifier.embed(texts)

@@ -14,6 +14,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("epic_edge_lab.cli.eval", "judged PrefEval-style evaluation against an endpoint"),
     "calibrate": ("epic_edge_lab.cli.calibrate", "pick tau for an embedder from the labelled "
                                                  "set"),
+    "train-verifier": ("epic_edge_lab.cli.train_verifier", "retrain the shipped learned "
+                                                           "decision; check or pack its artifact"),
 }
 
 
