@@ -3,8 +3,9 @@
 # CUDA provider for the embedder and the learned decision, with parity against the same files on
 # the CPU and median latencies, written to bench/results/device_check.json (or $1).
 # The project never needs a GPU; CI does not run this. Needs: this checkout's .venv (or python3)
-# with epic-edge, onnxruntime-gpu and tokenizers, and the models (scripts/setup.sh) in
-# $EPIC_EDGE_MODELS (default ~/.cache/epic-edge/models) or a jetson bundle in $MODELS.
+# with epic-edge and its lab (pip install -e bench), onnxruntime-gpu and tokenizers, and the
+# models (scripts/setup.sh) in $EPIC_EDGE_MODELS (default ~/.cache/epic-edge/models) or a
+# jetson bundle in $MODELS.
 #
 #   bash scripts/device_check.sh [OUT.json]
 set -euo pipefail

@@ -166,6 +166,29 @@ def test_the_rules_see_lazy_type_checking_and_string_imports(tmp_path):
         "the core names backends and export only in registry.py's table"}
 
 
+def _unresolved(name: str, path: Path) -> set[str]:
+    """Project modules `name` imports that do not exist (a module moved without its users)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in _import_nodes(ast.parse(path.read_text("utf-8")).body, runtime_only=False):
+        if isinstance(node, ast.Import):
+            bases = [a.name for a in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            bases = [base]
+        out |= {b for b in bases if b.startswith("epic_edge") and b not in MODULES}
+    return out
+
+
+def test_every_project_import_names_a_module_that_exists():
+    broken = {name: sorted(missing) for name, path in MODULES.items()
+              if (missing := _unresolved(name, path))}
+    assert not broken, broken
+
+
 def test_no_import_cycle_at_run_time():
     graph = {n: {m for m in _imports(n, p, runtime_only=True, strings=False) if m in MODULES}
              for n, p in MODULES.items()}

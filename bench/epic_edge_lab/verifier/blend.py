@@ -8,13 +8,14 @@ scale * dot + bias is exactly the blend (w = a * scale / (a * scale + b)).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .nets import _torch, export_embedding_onnx
+from epic_edge.export.decision_nets import blend_module
+
+from .nets import export_embedding_onnx
 
 EPS = 1e-6
 
@@ -55,33 +56,6 @@ def siamese_blend_head(params: tuple[float, float, float], scale: float, bias: f
     if fine <= 0 or b < 0:
         return None
     return {"scale": fine + b, "bias": a * bias + c, "fine_weight": fine / (fine + b)}
-
-
-def blend_module(fine: Any, base: Any, fine_weight: float, *, token_types: bool = True) -> Any:
-    """token ids -> [sqrt(w) fine vector, sqrt(1 - w) base vector] (`fine` and `base`: modules
-    from token ids to unit vectors); forward names its inputs, as torch.export's dynamic shapes
-    need, and `token_types=False` drops the third (for Core ML)."""
-    torch = _torch()
-    weights = (math.sqrt(fine_weight), math.sqrt(1.0 - fine_weight))
-
-    class Blend(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fine, self.base = fine, base
-
-        def _blend(self, *inputs: Any) -> Any:
-            return torch.cat([weights[0] * self.fine(*inputs), weights[1] * self.base(*inputs)],
-                             1)
-
-    class WithTypes(Blend):
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self._blend(input_ids, attention_mask, token_type_ids)
-
-    class WithoutTypes(Blend):
-        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-            return self._blend(input_ids, attention_mask)
-
-    return WithTypes() if token_types else WithoutTypes()
 
 
 def export_siamese_blend_onnx(fine: Any, base: Any, fine_weight: float, out_dir: Path, *,

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.export.decision_nets import build_cross_encoder  # noqa: F401  (re-exported)
 from epic_edge.optional import optional_import
 from epic_edge_lab.calibrate import LabelledPair
 
@@ -38,25 +39,6 @@ def clipped_step(torch: Any, loss: Any, opt: Any, schedule: Any, module: Any) ->
     torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
     opt.step()
     schedule.step()
-
-
-def build_cross_encoder(torch: Any, encoder: Any) -> Any:
-    """MiniLM over "[CLS] preference [SEP] passage [SEP]", mean-pooled, one Keep logit."""
-
-    class CrossEncoder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = encoder
-            self.head = torch.nn.Linear(encoder.config.hidden_size, 1)
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                                  token_type_ids=token_type_ids, return_dict=False)[0]
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-            return self.head(pooled).squeeze(-1)
-
-    return CrossEncoder()
 
 
 def load_tokenizer(path: Path, max_length: int = MAX_LENGTH) -> Any:
