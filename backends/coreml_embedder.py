@@ -3,34 +3,20 @@
 from __future__ import annotations
 
 import json
-import platform
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import EpicEdgeError, InvalidInputError, ModelNotFoundError
+from epic_edge.backends.runtime_support import CoreMLNotSupportedError, require_macos  # noqa: F401
+from epic_edge.errors import InvalidInputError, ModelNotFoundError
 from epic_edge.models import embedder_files
 from epic_edge.optional import optional_import
 from epic_edge.protocols import text_list
 from epic_edge.registry import COMPUTE_UNITS
 
 _HINT = "run `epic-edge export --device macbook-m4 --out DIR` and use DIR as the model folder"
-
-
-class CoreMLNotSupportedError(EpicEdgeError):
-    """Core ML prediction runs on macOS only; conversion works anywhere."""
-
-
-def require_macos() -> None:
-    """Core ML predicts on macOS only: say so, and what to use here instead."""
-    if sys.platform != "darwin":
-        raise CoreMLNotSupportedError(
-            f"Core ML prediction runs on macOS only; this is {platform.system()} "
-            f"{platform.machine()}. Use the linux-cpu profile here, or copy the bundle to "
-            "a Mac (docs/devices/macbook-m4.md)")
 
 
 def encode_batch(tokenizer: Any, texts: list[str], max_length: int) -> dict[str, np.ndarray]:

@@ -271,3 +271,11 @@ def _top_logprobs(logprobs: Any) -> dict[str, float]:
 def _lse(values: list[float]) -> float:
     m = max(values)
     return m + math.log(sum(math.exp(v - m) for v in values))
+
+
+def runs_here(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """`devices`: a llama.cpp server must answer at the profile's URL."""
+    url = str(config.get("url", "http://127.0.0.1:8080"))
+    if not LlamaServerVerifier(url, timeout_s=0.5, retries=0, chat_template="-").health():
+        return [f"no llama.cpp server answers at {url} (start llama-server there)"], []
+    return [], []

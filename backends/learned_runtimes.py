@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.backends.runtime_support import onnx_providers, require_macos
 from epic_edge.errors import ModelNotFoundError
 from epic_edge.optional import optional_import
 
 SUFFIX_FORMATS = {".onnx": "onnx", ".pte": "executorch", ".mlpackage": "coreml"}
-SETUP_HINT = "run `epic-edge setup` (it trains the learned verifier once)"
+SETUP_HINT = "run `epic-edge setup` (it installs the learned decision)"
 DEVICE_HINT = "export the device's bundle with: epic-edge export --device PROFILE --out DIR"
 
 
@@ -28,14 +29,12 @@ class OnnxRunner:
     def __init__(self, path: Path, *, threads: int = 0,
                  providers: Sequence[Any] | None = None) -> None:
         ort = optional_import("onnxruntime", "cpu", "the learned verifier")
-        from epic_edge.backends.onnx_embedder import OnnxEmbedder
-
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = int(threads)
         try:
             self.session: Any = ort.InferenceSession(
-                str(path), opts, providers=OnnxEmbedder._providers(ort, providers))
+                str(path), opts, providers=onnx_providers(ort, providers))
         except Exception as exc:  # onnxruntime raises its own types for bad files
             raise ModelNotFoundError(f"{path} is not a loadable ONNX model ({exc}); "
                                      f"{SETUP_HINT}") from exc
@@ -83,8 +82,6 @@ class CoreMLRunner:
     """An .mlpackage ML program (int32 inputs); Core ML predicts on macOS only."""
 
     def __init__(self, path: Path, *, compute_units: str = "CPU_AND_NE", **_: Any) -> None:
-        from epic_edge.backends.coreml_embedder import require_macos
-
         require_macos()
         ct = optional_import("coremltools", "apple", "the Core ML decision")
         self._model: Any = ct.models.MLModel(  # pragma: no cover - macOS only
@@ -109,3 +106,12 @@ def open_runner(path: Path, *, threads: int = 0, providers: Sequence[Any] | None
         return CoreMLRunner(path, compute_units=compute_units)
     return OnnxRunner(path, threads=threads, providers=providers)
 
+
+def runs_here(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """`devices`: the learned decision runs where its model file's runtime runs (.onnx, .pte,
+    .mlpackage)."""
+    from epic_edge.registry import backend
+    from epic_edge.runs_here import backend_notes
+
+    runtime = SUFFIX_FORMATS.get(Path(str(config.get("model", ""))).suffix, "onnx")
+    return backend_notes(backend("embedder", runtime), config)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from epic_edge.backends.learned_runtimes import SETUP_HINT, open_runner
+from epic_edge.backends.runtime_support import with_options
 from epic_edge.decision import decide, guard, keep_levels
 from epic_edge.errors import EpicEdgeError, ModelNotFoundError
 from epic_edge.optional import optional_import
@@ -28,7 +29,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 class LearnedVerifier:
-    """Scores (preference, item) pairs with a model trained by epic_edge.export.verifier.train.
+    """Scores (preference, item) pairs with a model trained by epic_edge_lab.verifier.train.
 
     model.json "kind": "siamese" (fine-tuned bi-encoder: P = sigmoid(scale * cos + bias)) or
     "cross-encoder" (one logit per "[CLS] preference [SEP] item"). One batched ONNX pass;
@@ -86,12 +87,10 @@ class LearnedVerifier:
         instructor = None
         if config.get("instructions", "template") != "template":
             instructor = _LazyInstructor(config, Path(model_dir))
-        from epic_edge.backends.onnx_embedder import _with_options
-
         return cls(path, threshold=config.get("threshold"), floor=config.get("floor"),
                    max_length=config.get("max_length"), threads=int(config.get("threads", 0)),
                    max_preferences_per_item=int(config.get("max_preferences_per_item", 2)),
-                   instructor=instructor, providers=_with_options(config, path.parent),
+                   instructor=instructor, providers=with_options(config, path.parent),
                    compute_units=str(config.get("compute_units", "CPU_AND_NE")))
 
     def scores(self, item: str, candidates: Sequence[Preference]) -> np.ndarray:

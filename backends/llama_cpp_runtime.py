@@ -20,7 +20,7 @@ _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)]
 
 
 def _import_llama_cpp() -> Any:
-    return optional_import("llama_cpp", "cpu", "the llama.cpp verifier")
+    return optional_import("llama_cpp", "llama", "the llama.cpp verifier")
 
 
 CUDA_BUILD_HINT = ('CMAKE_ARGS="-DGGML_CUDA=on" pip install --no-binary llama-cpp-python '
@@ -209,3 +209,10 @@ class LlamaCppCalls:
 def _logsumexp(x: np.ndarray) -> float:
     m = float(np.max(x))
     return m + math.log(float(np.sum(np.exp(x - m))))
+
+
+def runs_here(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """`devices`: GPU layers asked for where llama-cpp-python has no offload run on the CPU."""
+    if int(config.get("n_gpu_layers", 0)) and not gpu_offload_supported():
+        return [], ["llama-cpp-python here has no GPU offload: verifier on the CPU"]
+    return [], []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -11,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.backends.runtime_support import onnx_providers
+from epic_edge.backends.runtime_support import with_options as _with_options
 from epic_edge.errors import EpicEdgeError, InvalidInputError, ModelNotFoundError
 from epic_edge.models import embedder_files
 from epic_edge.optional import optional_import
@@ -110,25 +111,7 @@ class OnnxEmbedder:
         self._pooled = len(chosen.shape) == 2
         self.dim: int = self._find_dim(chosen.shape)
 
-    @staticmethod
-    def _providers(ort: Any, requested: Sequence[Any] | None) -> list[Any]:
-        """Requested providers this build has, in order; each a name or (name, options)."""
-        available = ort.get_available_providers()
-        wanted = list(requested) if requested else ["CPUExecutionProvider"]
-
-        def name(p: Any) -> str:
-            return p if isinstance(p, str) else str(p[0])
-
-        usable = [p for p in wanted if name(p) in available]
-        if len(usable) < len(wanted):
-            missing = [name(p) for p in wanted if name(p) not in available]
-            warnings.warn(
-                f"ONNX Runtime providers {missing} are not available here ({available}); "
-                "falling back to what is",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        return usable or ["CPUExecutionProvider"]
+    _providers = staticmethod(onnx_providers)
 
     def _find_dim(self, shape: Sequence[Any]) -> int:
         if isinstance(self.meta.get("dim"), int):
@@ -229,20 +212,3 @@ class OnnxEmbedder:
             providers=_with_options(config, Path(model_dir)),
             batch_size=int(config.get("batch_size", 32)),
         )
-
-
-def _with_options(config: dict[str, Any], model_dir: Path) -> list[Any] | None:
-    """Profile providers, each paired with its [embedder.provider_options.NAME] table if any;
-    option values ending in "_path" are relative to the model folder."""
-    names = config.get("providers") or None
-    options = config.get("provider_options") or {}
-    if not names:
-        return None
-    out: list[Any] = []
-    for provider in names:
-        opts = dict(options.get(provider) or {})
-        for key, value in opts.items():
-            if key.endswith("_path") and isinstance(value, str) and not Path(value).is_absolute():
-                opts[key] = str(model_dir / value)
-        out.append((provider, opts) if opts else provider)
-    return out

@@ -187,7 +187,7 @@ def _copied_share(words: list[str], item_words: list[str]) -> float:
     return best / len(a)
 
 
-# -- other decision prompts (compared in epic_edge.bench.verification; shared by every LLM
+# -- other decision prompts (compared in epic_edge_lab.verification; shared by every LLM
 #    verifier backend, local or HTTP, so a decision means the same thing on every device) -----
 
 QUESTION_TASK = (

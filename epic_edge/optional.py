@@ -20,11 +20,17 @@ DISTRIBUTIONS = {
 }
 
 
+# Extras of the lab's own distribution (bench/pyproject.toml), installed from the checkout:
+# "lab" is the lab itself (its dependencies), the others its optional extras.
+LAB_EXTRAS = {"lab": "pip install -e bench", "ray": "pip install -e 'bench[ray]'"}
+
+
 def missing_extra(purpose: str, extra: str, cause: object = None) -> MissingExtraError:
     """The one message for a missing optional package: what needs it and the extra to install."""
     why = f" ({cause})" if cause else ""
+    command = LAB_EXTRAS.get(extra, f"pip install 'epic-edge[{extra}]'")
     return MissingExtraError(f"{purpose} needs the [{extra}] extra{why}; install it with: "
-                             f"pip install 'epic-edge[{extra}]'")
+                             f"{command}")
 
 
 def optional_import(module: str, extra: str, purpose: str) -> ModuleType:

@@ -29,7 +29,7 @@ def weighted(setting: Mapping[str, float | None], bm25: np.ndarray | float = 0.0
     """What the evidence adds to a vector score under a [retrieval] setting: lexical x bm25
     (divided by the best) + confidence x lifted (confidence x leaning) - brevity x short
     (shortfall); an unset weight adds nothing. The one formula the lookup and every offline
-    replay of it (epic_edge.bench) share."""
+    replay of it (epic_edge_lab) share."""
     return (float(setting.get("lexical") or 0.0) * bm25
             + float(setting.get("confidence") or 0.0) * lifted
             - float(setting.get("brevity") or 0.0) * short)

@@ -70,7 +70,7 @@ _LLM = {"n_ctx": POSITIVE, "threads": INT}
 _B = "epic_edge.backends."
 _X = "epic_edge.export.device_export:"
 _CHECK = "epic_edge.runs_here:"
-_SETUP = "epic_edge.cli.setup:"
+_SETUP = "epic_edge.export.setup_steps:"
 
 _ROWS = [
     Backend("embedder", "onnx", _B + "onnx_embedder:OnnxEmbedder.from_config", "cpu",
@@ -98,19 +98,21 @@ _ROWS = [
              "compute_units": Option(str, COMPUTE_UNITS), "precision": Option(str, ("fp16",
                                                                                     "fp32")),
              "qnn_model": TEXT, "prefer_qnn": Option(bool), "soc": TEXT},
-            check=_CHECK + "learned", exporter=_X + "export_learned",
+            check=_B + "learned_runtimes:runs_here", exporter=_X + "export_learned",
             setup=_SETUP + "learned_verifier"),
     Backend("verifier", "llama-cpp", _B + "llama_cpp_verifier:LlamaCppVerifier.from_config",
-            "cpu", ("llama_cpp",),
+            "llama", ("llama_cpp",),
             {"seed": INT, "decision": Option(str, DECISIONS), "n_gpu_layers": INT,
              "prompt_format": Option(str, PROMPT_FORMATS), **_LLM},
-            check=_CHECK + "llama_cpp", exporter=_X + "export_gguf", setup=_SETUP + "gguf"),
+            check=_B + "llama_cpp_runtime:runs_here", exporter=_X + "export_gguf",
+            setup=_SETUP + "gguf"),
     Backend("verifier", "llama-server", _B + "http_verifier:LlamaServerVerifier.from_config",
             "android", ("jinja2",),
             {"url": TEXT, "chat_template": TEXT, "timeout_s": Option(float, min=0.0),
              "retries": INT, "backoff_s": Option(float, min=0.0), "top_logprobs": POSITIVE,
              "max_item_chars": POSITIVE},
-            check=_CHECK + "llama_server", exporter=_X + "export_gguf", setup=_SETUP + "gguf"),
+            check=_B + "http_verifier:runs_here", exporter=_X + "export_gguf",
+            setup=_SETUP + "gguf"),
     Backend("verifier", "mlx", _B + "mlx_verifier:MlxVerifier.from_config", "apple",
             ("mlx.core", "mlx_lm"), {"bits": Option(int, (4, 8)), "max_item_tokens": POSITIVE},
             check=_CHECK + "mlx", exporter=_X + "export_mlx"),

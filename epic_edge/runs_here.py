@@ -43,36 +43,7 @@ def executorch(config: dict[str, Any]) -> Notes:
     return [], []
 
 
-def learned(config: dict[str, Any]) -> Notes:
-    """The learned decision runs where its model file's runtime runs (.onnx, .pte, .mlpackage)."""
-    from pathlib import Path
-
-    from epic_edge.backends.learned_runtimes import SUFFIX_FORMATS
-    from epic_edge.registry import backend
-
-    runtime = SUFFIX_FORMATS.get(Path(str(config.get("model", ""))).suffix, "onnx")
-    return backend_notes(backend("embedder", runtime), config)
-
-
-def llama_cpp(config: dict[str, Any]) -> Notes:
-    if int(config.get("n_gpu_layers", 0)):
-        from epic_edge.backends.llama_cpp_runtime import gpu_offload_supported
-
-        if not gpu_offload_supported():
-            return [], ["llama-cpp-python here has no GPU offload: verifier on the CPU"]
-    return [], []
-
-
 def mlx(config: dict[str, Any]) -> Notes:
     if sys.platform != "darwin":
         return [], ["mlx runs on the CPU here (mlx[cpu]); the Metal GPU needs a Mac"]
-    return [], []
-
-
-def llama_server(config: dict[str, Any]) -> Notes:
-    from epic_edge.backends.http_verifier import LlamaServerVerifier
-
-    url = str(config.get("url", "http://127.0.0.1:8080"))
-    if not LlamaServerVerifier(url, timeout_s=0.5, retries=0, chat_template="-").health():
-        return [f"no llama.cpp server answers at {url} (start llama-server there)"], []
     return [], []

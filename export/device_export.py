@@ -176,7 +176,7 @@ def export_learned(job: ExportJob) -> dict[str, Any]:
     if not (src / "model.onnx").is_file():
         raise ModelNotFoundError(
             f"the learned verifier is not installed at {src}; run `epic-edge setup` "
-            f"(it trains it once)")
+            f"(it installs it)")
     facts: dict[str, Any] = {"backend": "learned", **export_learned_decision(
         src, job.out_dir, cfg, job.step), "file": None, "format": "none", "quantisation": None}
     if cfg.get("instructions", "llm") == "llm" and cfg.get("llm_backend") in GGUF_VERIFIERS:

@@ -1,6 +1,6 @@
 """The learned decision in each device's format (ONNX, ExecuTorch .pte, Core ML), with parity.
 
-The ONNX model that training writes (export/verifier/train.py) is the source of truth: the
+The ONNX model that training writes (the lab's verifier/train.py) is the source of truth: the
 ONNX profiles ship it as is, and the ExecuTorch and Core ML programs are traced from the torch
 module rebuilt from its weights
 (export/onnx_weights.py). Each device folder carries model.json (the source's kind, scale, bias,

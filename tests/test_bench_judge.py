@@ -11,9 +11,9 @@ import urllib.request
 
 import pytest
 
-from epic_edge.bench import judge
-from epic_edge.bench.chat_client import ChatClient, EndpointError
 from epic_edge.errors import InvalidInputError
+from epic_edge_lab import judge
+from epic_edge_lab.chat_client import ChatClient, EndpointError
 from fakes import BagOfWordsEmbedder
 
 

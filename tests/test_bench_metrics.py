@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from epic_edge.bench.metrics import (
+from epic_edge_lab.metrics import (
     assign_links,
     coverage,
     hit_at_k,

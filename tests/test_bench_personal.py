@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from epic_edge.bench import common, personal, personal_data, personal_report
-from epic_edge.bench import personal_metrics as pm
 from epic_edge.cli import main
 from epic_edge.errors import InvalidInputError
 from epic_edge.profiles import load_profile
 from epic_edge.retrieval import uses_memory
+from epic_edge_lab import common, personal, personal_data, personal_report
+from epic_edge_lab import personal_metrics as pm
 from fakes import BagOfWordsEmbedder, KeywordVerifier
 
 FIXTURE = Path(__file__).parent / "personal_fixture"

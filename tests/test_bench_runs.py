@@ -8,13 +8,14 @@ import shutil
 
 import pytest
 
+from epic_edge import latency
 from epic_edge.background import background_questions
-from epic_edge.bench import common, latency, pooling, quality, relevance, report, stream, variants
-from epic_edge.bench.policy import REQUESTS, no_preference_questions
-from epic_edge.bench.quality_summary import render
-from epic_edge.bench.systems import SYSTEMS
-from epic_edge.bench.variants import VARIANTS
 from epic_edge.errors import InvalidInputError
+from epic_edge_lab import common, pooling, quality, relevance, report, stream, variants
+from epic_edge_lab.policy import REQUESTS, no_preference_questions
+from epic_edge_lab.quality_summary import render
+from epic_edge_lab.systems import SYSTEMS
+from epic_edge_lab.variants import VARIANTS
 from fakes import BagOfWordsEmbedder
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from epic_edge.bench import build, ray_engine
+from epic_edge_lab import build, ray_engine
 
 
 def _quiet(*_args) -> None:

@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from epic_edge.calibrate import (
+from epic_edge.errors import InvalidInputError
+from epic_edge.profiles import load_profile
+from epic_edge_lab.calibrate import (
     best_f1_threshold,
     calibrate_tau,
     keep_metrics,
@@ -17,8 +19,6 @@ from epic_edge.calibrate import (
     threshold_for_recall,
     write_tau,
 )
-from epic_edge.errors import InvalidInputError
-from epic_edge.profiles import load_profile
 from fakes import BagOfWordsEmbedder
 
 

@@ -72,7 +72,8 @@ def test_bundle_carries_a_wheel_and_exact_requirements(cpu_bundle: Path, tmp_pat
              if line and not line.startswith("#")]
     assert f"numpy=={importlib.metadata.version('numpy')}" in lines
     assert f"onnxruntime=={importlib.metadata.version('onnxruntime')}" in lines
-    assert any(line.startswith("llama-cpp-python==") for line in lines)
+    # linux-cpu decides with the learned model: its [cpu] extra compiles no llama.cpp
+    assert not any(line.startswith("llama-cpp-python") for line in lines)
     assert not any("torch" in line or "extra" in line for line in lines)
 
 
@@ -182,12 +183,12 @@ def test_phone_bundle_decides_as_linux_cpu_and_keeps_a_small_memory(phone_bundle
     from epic_edge import registry
     from epic_edge.backends.learned_verifier import LearnedVerifier
     from epic_edge.baseline import StoreEverything
-    from epic_edge.calibrate import load_verification_set
     from epic_edge.datasets import load_sample_corpus, load_sample_persona
     from epic_edge.export.bundle import load_bundle
     from epic_edge.export.learned_decision import INT8_PROGRAM_LIMIT, PARITY_LIMIT, parity
     from epic_edge.memory import Memory
     from epic_edge.models import model_dir
+    from epic_edge_lab.calibrate import load_verification_set
 
     bundle = load_bundle(phone_bundle, hashes=False)
     decision = registry.create("verifier", bundle.profile.verifier, bundle.model_dir)

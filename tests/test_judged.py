@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from epic_edge.bench import pooling, relevance
-from epic_edge.bench.judged_metrics import agreement, ceilings, cohen_kappa, score_list
-from epic_edge.bench.losses import judged_fates, passage_fates
-from epic_edge.bench.policy import choose_gate, used, with_cut
 from epic_edge.errors import InvalidInputError
 from epic_edge.types import Item, Preference
+from epic_edge_lab import pooling, relevance
+from epic_edge_lab.judged_metrics import agreement, ceilings, cohen_kappa, score_list
+from epic_edge_lab.losses import judged_fates, passage_fates
+from epic_edge_lab.policy import choose_gate, used, with_cut
 from fakes import KeywordVerifier
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from epic_edge.bench import judged_split, relevance
 from epic_edge.errors import InvalidInputError
+from epic_edge_lab import judged_split, relevance
 
 VEGAN = "I strictly follow a vegan diet."
 
@@ -71,7 +71,7 @@ def test_a_bad_quality_file_is_a_one_line_error_and_the_split_is_kept(tmp_path, 
 
 def test_without_the_corpus_the_split_is_kept_and_the_error_says_fetch(tmp_path, capsys,
                                                                        monkeypatch):
-    from epic_edge.bench.corpus_sources import CorpusError
+    from epic_edge_lab.corpus_sources import CorpusError
 
     def no_corpus():
         raise CorpusError("corpus 'device' is not cached; run `epic-edge data fetch device`")

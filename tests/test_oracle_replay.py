@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from epic_edge.bench import oracle_replay, quality, relevance
+from epic_edge_lab import oracle_replay, quality, relevance
 
 
 def _quiet(*_args, **_kwargs):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from epic_edge.bench import personal_data, personal_set
+from epic_edge_lab import personal_data, personal_set
 
 FIXTURE = Path(__file__).parent / "personal_fixture"
 SET = Path(__file__).parents[1] / "bench" / "personal" / "personas"

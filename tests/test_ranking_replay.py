@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from epic_edge.bench import ranking_replay, recorded
-from epic_edge.bench.variants import distinct_top
 from epic_edge.errors import ModelNotFoundError
+from epic_edge_lab import ranking_replay, recorded
+from epic_edge_lab.variants import distinct_top
 
 
 class _File:
@@ -98,7 +98,7 @@ def test_an_encoder_folder_without_a_model_is_refused_before_loading(tmp_path: P
 
 
 def test_a_saved_replay_renders_rescored_with_todays_judgments(tmp_path: Path) -> None:
-    from epic_edge.bench import relevance
+    from epic_edge_lab import relevance
 
     labels = relevance.primary_labels(relevance.load_judgments())
     questions = {q.qid: q for q in relevance.load_questions("all")}

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from epic_edge.bench import build, common
 from epic_edge.memory import Memory
+from epic_edge_lab import build, common
 
 ray = pytest.importorskip("ray", reason="the `ray` extra is not installed")
 
@@ -18,7 +18,7 @@ PERSONAS = "0-1"  # two PrefWiki personas over the 300-chunk sample corpus
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """One local 2-CPU Ray cluster for the module; corpus caches in a fresh folder."""
-    from epic_edge.bench import ray_engine
+    from epic_edge_lab import ray_engine
 
     mp = pytest.MonkeyPatch()
     mp.setenv("EPIC_EDGE_DATA", str(tmp_path_factory.mktemp("data")))
@@ -41,7 +41,7 @@ def _verifier(models) -> str:
 def both(cluster, tmp_path_factory, reference_models):
     """(single-process result, Ray result) of `build` on the same inputs; blocks of 100
     chunks so the pipeline's two actors both embed."""
-    from epic_edge.bench import ray_engine, vectors
+    from epic_edge_lab import ray_engine, vectors
 
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("build")
@@ -99,7 +99,7 @@ def test_files_are_the_owners_only(both):
 def test_runtime_never_imports_ray():
     import subprocess
 
-    code = ("import sys, epic_edge.memory, epic_edge.cli, epic_edge.bench.build; "
+    code = ("import sys, epic_edge.memory, epic_edge.cli, epic_edge_lab.build; "
             "print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
@@ -107,7 +107,7 @@ def test_runtime_never_imports_ray():
 
 
 def test_ray_switches_off_usage_stats(monkeypatch):
-    from epic_edge.bench import ray_engine
+    from epic_edge_lab import ray_engine
 
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
     ray_engine._ray()
@@ -115,7 +115,7 @@ def test_ray_switches_off_usage_stats(monkeypatch):
 
 
 def test_bench_quality_on_ray_gives_the_same_figures(cluster, tmp_path, reference_models):
-    from epic_edge.bench import quality, relevance
+    from epic_edge_lab import quality, relevance
 
     relevance.write_questions(relevance.select_questions(personas=[0]), tmp_path)
     options = dict(corpus="sample", personas="0", verifier=_verifier(reference_models),
@@ -134,7 +134,7 @@ def test_bench_quality_on_ray_gives_the_same_figures(cluster, tmp_path, referenc
 
 
 def test_bench_stream_on_ray_gives_the_same_steps(cluster, reference_models):
-    from epic_edge.bench import stream
+    from epic_edge_lab import stream
 
     options = dict(corpus="sample", items=120, batches=3, drift=1.0, seed=3,
                    verifier=_verifier(reference_models), models=reference_models,
@@ -153,7 +153,7 @@ def test_each_verification_worker_can_have_its_own_server(tmp_path, reference_mo
     """--servers: worker i talks to server i (round robin); loading does not connect."""
     from test_cli import PROFILE
 
-    from epic_edge.bench import ray_engine
+    from epic_edge_lab import ray_engine
 
     profile = tmp_path / "test-cpu.toml"
     profile.write_text(PROFILE)

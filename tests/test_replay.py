@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from epic_edge.backends.numpy_index import NumpyIndex
-from epic_edge.bench.replay import ReplayVerifier, judge, survivors
 from epic_edge.errors import ModelNotFoundError
 from epic_edge.memory import Memory
+from epic_edge_lab.replay import ReplayVerifier, judge, survivors
 from fakes import BagOfWordsEmbedder, KeywordVerifier
 
 PREFS = ["vegan food and cooking", "hiking in the mountains"]

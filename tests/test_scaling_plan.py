@@ -1,4 +1,4 @@
-"""The paper-scale projection of `python -m epic_edge.bench.scaling`: its arithmetic and page."""
+"""The paper-scale projection of `python -m epic_edge_lab.scaling`: its arithmetic and page."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from epic_edge.bench import scaling
+from epic_edge_lab import scaling
 
 
 def _result(embed: float, verify: float, personas: float, speedup: float,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from epic_edge.bench import quality, relevance, settings_replay
+from epic_edge_lab import quality, relevance, settings_replay
 
 
 def _quiet(*_args, **_kwargs):

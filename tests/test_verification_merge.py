@@ -10,7 +10,7 @@ import pytest
 
 from fakes import BagOfWordsEmbedder
 
-SCRIPT = Path(__file__).resolve().parents[1] / "epic_edge" / "data" / "verification"
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "labels"
 
 
 def _module(name: str):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-SCRIPT = Path(__file__).resolve().parents[1] / "epic_edge" / "data" / "verification"
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "labels"
 spec = importlib.util.spec_from_file_location("propose_more", SCRIPT / "propose_more.py")
 propose_more = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(propose_more)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from epic_edge.bench.verification import evaluate, model_cache
-from epic_edge.bench.verification_summary import best_point, plot_curves, size_statement
+from epic_edge_lab.verification import evaluate, model_cache
+from epic_edge_lab.verification_summary import best_point, plot_curves, size_statement
 
 RNG = np.random.default_rng(0)
 LABELS = RNG.random(200) < 0.4
@@ -69,9 +69,9 @@ def test_plot_has_one_curve_per_method(tmp_path: Path) -> None:
 
 
 def test_llm_label_reads_the_gguf_metadata() -> None:
-    from epic_edge.bench.verification import llm_label
     from epic_edge.errors import ModelNotFoundError
     from epic_edge.export.gguf import find_packaged_gguf
+    from epic_edge_lab.verification import llm_label
 
     try:
         path = find_packaged_gguf()
@@ -81,7 +81,7 @@ def test_llm_label_reads_the_gguf_metadata() -> None:
 
 
 def _pairs(n: int, split: str) -> list:
-    from epic_edge.calibrate import LabelledPair
+    from epic_edge_lab.calibrate import LabelledPair
 
     return [LabelledPair(i, split, f"preference {i % 40}", "", f"passage {i}", "", i % 3 == 0, "")
             for i in range(n)]
@@ -92,7 +92,7 @@ def test_data_curve_trains_on_growing_shares_and_extrapolates(tmp_path: Path) ->
     through it names the pairs a target needs, and the section renders."""
     import json
 
-    from epic_edge.bench import verification_data_curve as curve
+    from epic_edge_lab import verification_data_curve as curve
 
     splits = {"train": _pairs(400, "train"), "test": _pairs(300, "test"),
               "test_style": _pairs(100, "test_style")}
@@ -129,7 +129,7 @@ def test_reader_agreement_scores_each_pass_and_the_model_against_the_set(tmp_pat
     recall 1 and kappa 0; only pairs every pass relabelled count; the section renders."""
     import json
 
-    from epic_edge.bench import verification_agreement as agreement
+    from epic_edge_lab import verification_agreement as agreement
 
     labels = {i: i % 3 == 0 for i in range(30)}
     (tmp_path / agreement.FILE).write_text("".join(
@@ -153,7 +153,7 @@ def test_reader_agreement_names_a_missing_verifier_model_instead_of_a_traceback(
         tmp_path: Path, capsys) -> None:
     import pytest
 
-    from epic_edge.bench import verification_agreement as agreement
+    from epic_edge_lab import verification_agreement as agreement
 
     with pytest.raises(SystemExit) as exit_info:
         agreement.main(["--models", str(tmp_path), "--out", str(tmp_path / "out.json")])

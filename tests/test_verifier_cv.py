@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from epic_edge.calibrate import load_verification_set
-from epic_edge.export.verifier.cv import (
+from epic_edge_lab.calibrate import load_verification_set
+from epic_edge_lab.verifier.cv import (
     out_of_fold_scores,
     out_of_fold_threshold,
     preference_folds,

@@ -10,8 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from epic_edge.calibrate import load_verification_set
 from epic_edge.types import Preference
+from epic_edge_lab.calibrate import load_verification_set
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("torch", "transformers", "onnxruntime",
@@ -31,7 +31,7 @@ def tiny_models(tmp_path_factory):
     import torch
 
     from epic_edge.export.minilm_onnx import find_minilm_weights
-    from epic_edge.export.verifier.nets import (
+    from epic_edge_lab.verifier.nets import (
         _Siamese,
         build_cross_encoder,
         export_onnx,
@@ -86,7 +86,7 @@ def test_int8_scores_do_not_depend_on_batch_neighbours() -> None:
 
     path = model_dir() / "epic-verifier-minilm" / "model.onnx"
     if not path.is_file():
-        pytest.skip("the learned verifier is not installed (scripts/setup.sh trains it)")
+        pytest.skip("the learned verifier is not installed (scripts/setup.sh installs it)")
     verifier = LearnedVerifier(path)
     texts = list(dict.fromkeys(p.passage for p in load_verification_set("test")))[:24]
     together = verifier.embed(texts)

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from epic_edge.bench.verification_learners import cluster_folds
-from epic_edge.calibrate import LabelledPair, load_verification_set
-from epic_edge.export.verifier.blend import blend_scores, fit_blend, siamese_blend_head
-from epic_edge.export.verifier.learners import LearnerSpec, mine_hard_negatives
+from epic_edge_lab.calibrate import LabelledPair, load_verification_set
+from epic_edge_lab.verification_learners import cluster_folds
+from epic_edge_lab.verifier.blend import blend_scores, fit_blend, siamese_blend_head
+from epic_edge_lab.verifier.learners import LearnerSpec, mine_hard_negatives
 
 needs_export = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("torch", "transformers", "onnxruntime", "onnx",
@@ -70,7 +70,7 @@ def tiny_bench():
     import torch
     import transformers
 
-    from epic_edge.export.verifier.learners import Workbench
+    from epic_edge_lab.verifier.learners import Workbench
 
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=3,
@@ -103,8 +103,8 @@ def tiny_vectors(bench, pairs, length: int) -> dict[str, np.ndarray]:
 def test_exported_learner_scores_as_it_was_measured(tiny_bench, tmp_path, kind, frozen) -> None:
     """The runtime's P(Keep) from the exported ONNX equals the study's (cached-states) score."""
     from epic_edge.backends.learned_verifier import LearnedVerifier
-    from epic_edge.export.verifier.learners import ADAPTER_LENGTH, fit, score
-    from epic_edge.export.verifier.saving import export
+    from epic_edge_lab.verifier.learners import ADAPTER_LENGTH, fit, score
+    from epic_edge_lab.verifier.saving import export
 
     pairs, test = load_verification_set("train")[:40], load_verification_set("test")[:12]
     vectors = tiny_vectors(tiny_bench, pairs + test, ADAPTER_LENGTH)
@@ -121,8 +121,8 @@ def test_exported_learner_scores_as_it_was_measured(tiny_bench, tmp_path, kind, 
 @needs_export
 def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path, capsys) -> None:
     from epic_edge.backends.learned_verifier import LearnedVerifier
-    from epic_edge.export.verifier.default import train_default
-    from epic_edge.export.verifier.learners import fit, score, spec_dict
+    from epic_edge_lab.verifier.default import train_default
+    from epic_edge_lab.verifier.learners import fit, score, spec_dict
 
     pairs, test = load_verification_set("train")[:40], load_verification_set("test")[:12]
     spec = LearnerSpec("t", frozen=2, epochs=1)
@@ -143,7 +143,7 @@ def test_default_blend_ships_as_the_blend_it_was_fitted_as(tiny_bench, tmp_path,
 
 @needs_export
 def test_saved_states_load_in_another_workbench_without_recomputing(tiny_bench, tmp_path) -> None:
-    from epic_edge.export.verifier.learners import Workbench
+    from epic_edge_lab.verifier.learners import Workbench
 
     pairs = load_verification_set("test")[:6]
     states = tiny_bench.states(1)
@@ -165,8 +165,8 @@ def test_saved_states_load_in_another_workbench_without_recomputing(tiny_bench, 
 def test_recorded_default_is_a_learner_and_every_profile_keeps_at_least_as_strictly() -> None:
     """The study's recorded choice is a learner with an out-of-fold threshold; every profile
     keeps at one threshold, no looser than that best-F1 point (the budget asks for stricter)."""
-    from epic_edge.export.verifier.default import load_choice
     from epic_edge.profiles import list_profiles, load_profile
+    from epic_edge_lab.verifier.default import load_choice
 
     choice = load_choice()
     spec = LearnerSpec(**choice["learner"])
@@ -179,7 +179,7 @@ def test_recorded_default_is_a_learner_and_every_profile_keeps_at_least_as_stric
 
 
 def test_the_study_chooses_on_train_alone_and_a_tie_goes_to_the_cheaper_model() -> None:
-    from epic_edge.bench.verification_learners_report import choose
+    from epic_edge_lab.verification_learners_report import choose
 
     def row(name, oof, test, blend=False, seconds=100):
         return {"method": name, "exportable": True, "blend": blend, "train_seconds": seconds,
@@ -196,7 +196,7 @@ def test_the_study_chooses_on_train_alone_and_a_tie_goes_to_the_cheaper_model() 
 
 @pytest.mark.parametrize("numbers", ["99", "0", "two", "1,,2"])
 def test_the_study_names_its_learners_or_says_which_numbers_exist(numbers, capsys) -> None:
-    from epic_edge.bench.verification_learners import LEARNERS, main
+    from epic_edge_lab.verification_learners import LEARNERS, main
 
     with pytest.raises(SystemExit) as caught:
         main(["--learners", numbers])
@@ -211,7 +211,7 @@ def test_in_batch_loss_ranks_each_keep_passage_above_other_preferences_passages(
     Keep pair."""
     import torch
 
-    from epic_edge.export.verifier.learners import in_batch_loss
+    from epic_edge_lab.verifier.learners import in_batch_loss
 
     chunk = [_pair(0, "a", "x0", True), _pair(1, "b", "x1", True), _pair(2, "a", "x2", False)]
     eye = torch.eye(3)

@@ -1,1 +1,0 @@
-"""Benchmarks: latency breakdown, quality with and without a judge, streaming with drift."""

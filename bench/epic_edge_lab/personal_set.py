@@ -1,0 +1,149 @@
+"""The personal-stream set's own checks: a persona against the writing brief, a reader's labels
+against their batch, and the agreement of blind relabels (Cohen's kappa).
+
+    python -m epic_edge_lab.personal_set check FILE...
+    python -m epic_edge_lab.personal_set check-labels BATCH ANSWERS
+    python -m epic_edge_lab.personal_set agreement [--data DIR] RELABELS...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from itertools import combinations
+from pathlib import Path
+
+from epic_edge.errors import InvalidInputError
+from epic_edge_lab import personal_data
+
+KINDS = {"note", "email", "chat", "calendar", "web", "receipt", "reminder", "post", "review"}
+HOW = {"explicit", "implicit", "bad_experience", "alternative", "fact"}
+
+
+def brief_problems(persona: personal_data.Persona) -> list[str]:
+    """What a persona breaks of WRITING.md's rules (the reader has checked the format)."""
+    out = []
+    if not 4 <= len(persona.preferences) <= 5:
+        out.append(f"{len(persona.preferences)} preferences (want 4-5)")
+    if len(persona.items) < 60:
+        out.append(f"{len(persona.items)} items (want 60+)")
+    for item in persona.items:
+        words = len(str(item["text"]).split())
+        if item["kind"] not in KINDS:
+            out.append(f"{item['id']}: kind {item['kind']!r}")
+        if not 8 <= words <= 125:
+            out.append(f"{item['id']}: {words} words (want 10-120)")
+        if any(b.get("how") not in HOW for b in item.get("bears_on") or []):
+            out.append(f"{item['id']}: a bearing whose how is not one of {sorted(HOW)}")
+        if item.get("near_miss_of") and persona.bears_on[str(item["id"])]:
+            out.append(f"{item['id']}: a near miss that bears on a preference")
+    covered = set().union(*persona.bears_on.values())
+    out += [f"preference {p} has no item bearing on it" for p in persona.preferences
+            if p not in covered]
+    questions = persona.questions
+    if len(questions) < 8:
+        out.append(f"{len(questions)} questions (want 8+)")
+    if sum(not q.prefs for q in questions) < 2:
+        out.append("fewer than 2 questions no preference bears on")
+    if not any(len(q.prefs) >= 2 for q in questions):
+        out.append("no question touching two preferences")
+    out += [f"{q.id}: no answer items" for q in questions if not q.answers]
+    return out
+
+
+def read_labels(path: Path) -> dict[str, set[str]]:
+    """A reader's answers file: item id -> the preferences it bears on (one line per item)."""
+    labels: dict[str, set[str]] = {}
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            row = json.loads(line)
+            if row["item"] in labels:
+                raise InvalidInputError(f"{path}, line {n}: {row['item']} labelled twice")
+            labels[row["item"]] = set(row["bears_on"])
+    return labels
+
+
+def label_problems(batch: Path, answers: Path) -> list[str]:
+    """What an answers file lacks or gets wrong against its blind batch."""
+    prefs_of, current = {}, set()
+    for line in Path(batch).read_text(encoding="utf-8").splitlines():
+        row = json.loads(line) if line.strip() else None
+        if row and "persona" in row:
+            current = {p["id"] for p in row["preferences"]}
+        elif row:
+            prefs_of[row["item"]] = current
+    labels = read_labels(answers)
+    out = [f"unknown item {i}" for i in labels if i not in prefs_of]
+    out += [f"{i} names preferences of another persona" for i, p in labels.items()
+            if i in prefs_of and not p <= prefs_of[i]]
+    missing = sorted(set(prefs_of) - set(labels))
+    return out + ([f"{len(missing)} items unlabelled, e.g. {missing[:5]}"] if missing else [])
+
+
+def kappa(pairs: list[tuple[int, int]]) -> float:
+    """Cohen's kappa of two raters' 0/1 labels."""
+    n = len(pairs)
+    observed = sum(a == b for a, b in pairs) / n
+    pa, pb = sum(a for a, _ in pairs) / n, sum(b for _, b in pairs) / n
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    return 1.0 if chance == 1 else (observed - chance) / (1 - chance)
+
+
+def agreement(personas: list[personal_data.Persona], relabels: list[Path]) -> list[str]:
+    """Kappa over item x preference pairs: each reader against the set's labels, and the two
+    readers of each batch (files named batchN.reader-X.jsonl) against each other."""
+    prefs = {str(i["id"]): list(p.preferences) for p in personas for i in p.items}
+    labels = {i: set(s) for p in personas for i, s in p.bears_on.items()}
+    readers = {Path(r).name: read_labels(r) for r in relabels}
+    lines = []
+
+    def compare(name: str, a: dict[str, set[str]], b: dict[str, set[str]]) -> None:
+        common = [i for i in a if i in b and i in prefs]
+        pairs = [(int(p in a[i]), int(p in b[i])) for i in common for p in prefs[i]]
+        if pairs:
+            lines.append(f"{name}: {len(common)} items, {len(pairs)} pairs, kappa "
+                         f"{kappa(pairs):.3f}")
+
+    for name, labelled in readers.items():
+        compare(f"{name} vs the set", labelled, labels)
+    for (na, a), (nb, b) in combinations(readers.items(), 2):
+        if na.split(".")[0] == nb.split(".")[0]:
+            compare(f"{na} vs {nb}", a, b)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m epic_edge_lab.personal_set",
+                                description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("check", help="persona files against WRITING.md").add_argument(
+        "files", nargs="+", type=Path)
+    labels = sub.add_parser("check-labels", help="a reader's answers against its batch")
+    labels.add_argument("batch", type=Path)
+    labels.add_argument("answers", type=Path)
+    agree = sub.add_parser("agreement", help="kappa of the blind relabels")
+    agree.add_argument("--data", type=Path, default=None, help="the set's persona folder")
+    agree.add_argument("relabels", nargs="+", type=Path)
+    args = p.parse_args(argv)
+    try:
+        if args.command == "check":
+            bad = 0
+            for path in args.files:
+                problems = brief_problems(personal_data.read(path, 0))
+                bad += bool(problems)
+                print(f"{path}: " + ("ok" if not problems else "; ".join(problems)))
+            return 1 if bad else 0
+        if args.command == "check-labels":
+            problems = label_problems(args.batch, args.answers)
+            print("ok" if not problems else "\n".join(problems))
+            return 1 if problems else 0
+        print("\n".join(agreement(personal_data.load(args.data, "all"), args.relabels)))
+        return 0
+    except (InvalidInputError, OSError, ValueError, KeyError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
