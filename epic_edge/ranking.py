@@ -79,7 +79,7 @@ class ConfidenceEvidence(CachedEvidence):
 
 class BrevityEvidence(CachedEvidence):
     """Each entry's shortfall: items of a few words rarely answer or bear on a question, yet
-    their vectors can sit close to many (README: Brevity evidence)."""
+    their vectors can sit close to many (docs/guide.md: Brevity evidence)."""
 
     def _load(self, store: MemoryStore, entries: EntryIndex) -> None:
         texts = store.entry_texts()
