@@ -16,6 +16,7 @@ from pathlib import Path
 
 from epic_edge.errors import InvalidInputError
 from epic_edge_lab import personal_data
+from epic_edge_lab.judged_metrics import cohen_kappa
 
 KINDS = {"note", "email", "chat", "calendar", "web", "receipt", "reminder", "post", "review"}
 HOW = {"explicit", "implicit", "bad_experience", "alternative", "fact"}
@@ -81,15 +82,6 @@ def label_problems(batch: Path, answers: Path) -> list[str]:
     return out + ([f"{len(missing)} items unlabelled, e.g. {missing[:5]}"] if missing else [])
 
 
-def kappa(pairs: list[tuple[int, int]]) -> float:
-    """Cohen's kappa of two raters' 0/1 labels."""
-    n = len(pairs)
-    observed = sum(a == b for a, b in pairs) / n
-    pa, pb = sum(a for a, _ in pairs) / n, sum(b for _, b in pairs) / n
-    chance = pa * pb + (1 - pa) * (1 - pb)
-    return 1.0 if chance == 1 else (observed - chance) / (1 - chance)
-
-
 def agreement(personas: list[personal_data.Persona], relabels: list[Path]) -> list[str]:
     """Kappa over item x preference pairs: each reader against the set's labels, and the two
     readers of each batch (files named batchN.reader-X.jsonl) against each other."""
@@ -103,7 +95,7 @@ def agreement(personas: list[personal_data.Persona], relabels: list[Path]) -> li
         pairs = [(int(p in a[i]), int(p in b[i])) for i in common for p in prefs[i]]
         if pairs:
             lines.append(f"{name}: {len(common)} items, {len(pairs)} pairs, kappa "
-                         f"{kappa(pairs):.3f}")
+                         f"{cohen_kappa(*zip(*pairs)):.3f}")
 
     for name, labelled in readers.items():
         compare(f"{name} vs the set", labelled, labels)
