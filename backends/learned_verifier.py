@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from epic_edge.backends.learned_runtimes import SETUP_HINT, open_runner
 from epic_edge.backends.runtime_support import with_options
 from epic_edge.decision import decide, guard, keep_levels
 from epic_edge.errors import EpicEdgeError, ModelNotFoundError
+from epic_edge.keep_score import KeepScore
 from epic_edge.optional import optional_import
 from epic_edge.types import Preference, Verdict
 
@@ -42,7 +43,7 @@ class LearnedVerifier:
                  max_length: int | None = None,
                  threads: int = 0, max_preferences_per_item: int = 2,
                  instructor: Any = None, providers: Sequence[Any] | None = None,
-                 compute_units: str = "CPU_AND_NE") -> None:
+                 compute_units: str = "CPU_AND_NE", keep_score: KeepScore | None = None) -> None:
         Tokenizer = optional_import("tokenizers", "cpu", "the learned verifier").Tokenizer
         self.model_path = Path(model_path)
         tok_path = Path(tokenizer_path) if tokenizer_path else (
@@ -69,6 +70,8 @@ class LearnedVerifier:
                                     if self.kind == "cross-encoder" else "longest_first")
         self._tok.no_padding()
         self._instructor = instructor
+        # decides in place of the threshold where ingest gives the pair's context (verify)
+        self.keep_score = keep_score
         self._pref_vectors: dict[str, np.ndarray] = {}
         self._passages: dict[str, np.ndarray] = {}  # precomputed by remember_passages
         self._lock = threading.Lock()
@@ -78,7 +81,8 @@ class LearnedVerifier:
         """[verifier] backend = "learned"; `model` is model.onnx (ONNX Runtime with `providers`),
         model.<delegate>.pte (ExecuTorch) or model.mlpackage (Core ML); instructions = "llm"
         (the `llm_backend` verifier, default "llama-cpp", loaded on the first kept item) |
-        "template" (no LLM at all)."""
+        "template" (no LLM at all); keep_score: a keep score file (epic_edge.keep_score; a
+        bare name is one the package ships) that decides in place of the threshold."""
         model = Path(str(config.get("model", DEFAULT_MODEL))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
         qnn = config.get("qnn_model")  # ExecuTorch on the NPU, exported where the SDK is
@@ -91,7 +95,8 @@ class LearnedVerifier:
                    max_length=config.get("max_length"), threads=int(config.get("threads", 0)),
                    max_preferences_per_item=int(config.get("max_preferences_per_item", 2)),
                    instructor=instructor, providers=with_options(config, path.parent),
-                   compute_units=str(config.get("compute_units", "CPU_AND_NE")))
+                   compute_units=str(config.get("compute_units", "CPU_AND_NE")),
+                   keep_score=KeepScore.named(config.get("keep_score"), Path(model_dir)))
 
     def scores(self, item: str, candidates: Sequence[Preference]) -> np.ndarray:
         """P(Keep) for each candidate preference, one batched forward pass."""
@@ -173,14 +178,20 @@ class LearnedVerifier:
             out.append(self._runner.run(arrays))
         return np.concatenate(out)
 
-    def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
+    def verify(self, item: str, candidates: Sequence[Preference],
+               rescore: Callable[[np.ndarray], np.ndarray] | None = None) -> Verdict:
+        """Keep/Discard by P(Keep) and the threshold (and floor); given `rescore` (the keep
+        score of this item's candidates, KeepScore.for_item) and a keep score, by that."""
         candidates = list(candidates)
         guarded = guard(item, candidates)
         if guarded is not None:
             return guarded
         with self._lock:  # a scoring fault propagates: epic_edge.faults decides
             probs = self.scores(item, candidates)
-        return decide(item, candidates, probs, threshold=self.threshold, floor=self.floor,
+        threshold, floor = self.threshold, self.floor
+        if rescore is not None and self.keep_score is not None:
+            probs, threshold, floor = rescore(probs), self.keep_score.threshold, None
+        return decide(item, candidates, probs, threshold=threshold, floor=floor,
                       max_preferences=self.max_preferences_per_item, write=self._instructions)
 
     def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]

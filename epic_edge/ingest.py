@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -126,7 +127,7 @@ class BatchIngester:
             verdict = None
             if worth_trying(stats.failed, stats.verified):
                 with self._timed(stats, "verify"):
-                    verdict = self._verify(text, cands)
+                    verdict = self._verify(text, cands, self._rescore(vector, cands, text))
             if verdict is None:  # not judged: not in the ledger, so the next ingest retries it
                 stats.failed += 1
                 self._note(key, "verifier failed", "the verifier failed on it (see the "
@@ -282,9 +283,21 @@ class BatchIngester:
         linked = self.memory.store.linked_preferences(key)
         return [c for c in cands if c.preference.id not in linked]
 
-    def _verify(self, text: str, cands: list[Candidate]) -> Verdict | None:
+    def _verify(self, text: str, cands: list[Candidate],
+                rescore: Callable[[np.ndarray], np.ndarray] | None) -> Verdict | None:
         """The verdict, or None when the verifier failed on this item (epic_edge.faults).
 
         A verifier that cannot be built raises here, before anything of the batch is written."""
         verifier = self.memory.verifier
-        return judge(lambda: fine_verify(verifier, text, cands))
+        return judge(lambda: fine_verify(verifier, text, cands, rescore))
+
+    def _rescore(self, vector: np.ndarray, cands: list[Candidate], text: str
+                 ) -> Callable[[np.ndarray], np.ndarray] | None:
+        """The keep score of this item's candidates, when the verifier has one."""
+        keep = getattr(self.memory.verifier, "keep_score", None)
+        if keep is None:
+            return None
+        steering = self.memory.steering
+        row = {p.id: n for n, p in enumerate(steering.preferences)}
+        return keep.for_item(vector, steering.vectors, [row[c.preference.id] for c in cands],
+                             len(text.split()))

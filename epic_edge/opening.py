@@ -71,6 +71,8 @@ def open_memory(cls: Callable[..., Opened], path: str | Path, profile: str | Pat
             "index", prof.index or {"backend": "numpy"}, models, dim=emb.dim
         )
         verifier_config = prof.verifier or {"backend": "template"}
+        if not calibrated:  # the keep score was trained on this embedder model's vectors
+            verifier_config = {**verifier_config, "keep_score": None}
         factory = verifier or (lambda: registry.create("verifier", verifier_config, models))
         fmt = vector_format or str(prof.index.get("vectors", "float32"))
         kind = entry_vector or str(prof.index.get("entry_vector", LEGACY_ENTRY_VECTOR))

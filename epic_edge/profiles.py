@@ -29,6 +29,7 @@ RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_sc
                      "hedge": Option(float, min=0.0, exclusive=True),
                      "steer_weight": Option(float, min=0.0),
                      "steer_by": Option(str, STEER_BY),
+                     "ease_steering_from": COSINE, "no_steering_from": COSINE,
                      "lexical": Option(float, min=0.0),
                      "confidence": Option(float, min=0.0),
                      "brevity": Option(float, min=0.0),

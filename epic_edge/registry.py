@@ -97,7 +97,8 @@ _ROWS = [
              "providers": Option(list), "provider_options": Option(dict),
              "compute_units": Option(str, COMPUTE_UNITS), "precision": Option(str, ("fp16",
                                                                                     "fp32")),
-             "qnn_model": TEXT, "prefer_qnn": Option(bool), "soc": TEXT},
+             "qnn_model": TEXT, "prefer_qnn": Option(bool), "soc": TEXT,
+             "keep_score": TEXT},  # epic_edge.keep_score: decides in place of the threshold
             check=_B + "learned_runtimes:runs_here", exporter=_X + "export_learned",
             setup=_SETUP + "learned_verifier"),
     Backend("verifier", "llama-cpp", _B + "llama_cpp_verifier:LlamaCppVerifier.from_config",

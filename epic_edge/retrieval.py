@@ -72,13 +72,19 @@ def lookup(
         return Retrieval([], None, -1.0, False, "the memory holds no entries yet", timings)
     q = memory.embedder.embed([question])[0]
     lap("embed")
-    query, preference, similarity = memory.steering.steer(q)
+    settings = memory.settings
+    easing = steer and settings.no_steering_from is not None
+    raw = best_raw_score(memory, q) if easing else None
+    weight = eased_weight(memory.steering.weight, raw, settings.ease_steering_from,
+                          settings.no_steering_from) if easing else None
+    query, preference, similarity = memory.steering.steer(q, weight)
     if not steer:
         query = q
     lap("steer")
     reason = f"closest preference at similarity {similarity:.3f}"
     if gate is not None and similarity < gate:
-        evidence = best_raw_score(memory, q) if item_gate is not None else None
+        evidence = (raw if raw is not None else best_raw_score(memory, q)
+                    ) if item_gate is not None else None
         if not uses_memory(similarity, evidence, gate, item_gate):
             found = "" if evidence is None else (f" and its best entry at {evidence:.3f} < "
                                                  f"{item_gate:.3f}")
@@ -136,6 +142,18 @@ def boosts(memory: Searched, question: str, q: np.ndarray, steer: bool) -> list[
         ids, short = memory.brevity_evidence.scores(memory.store, memory.entry_index)
         found.append((ids, weighted(setting, short=short)))
     return found
+
+
+def eased_weight(weight: float, best: float, ease_from: float | None, off_from: float) -> float:
+    """Steering that backs off where the raw question already finds its entries: the full
+    `weight` while its best entry scores under `ease_from`, none from `off_from` on, linear
+    between (no `ease_from`: a step at `off_from`)."""
+    start = off_from if ease_from is None else min(ease_from, off_from)
+    if best < start:
+        return weight
+    if best >= off_from or off_from <= start:
+        return 0.0
+    return weight * (off_from - best) / (off_from - start)
 
 
 def uses_memory(similarity: Any, best_entry: Any, gate: float | None, item_gate: Any) -> Any:

@@ -24,9 +24,12 @@ class MemorySettings:
     k: hits per lookup. gate / item_gate / item_gate_quantile: the memory-use gate
     (epic_edge.retrieval; the quantile sets the item gate from this memory's background cut,
     epic_edge.background). min_score: hits scoring below it drop. hedge, steer_weight,
-    steer_by: how a question is steered (stages.Steering). lexical, confidence, brevity: the
-    ranking's evidence weights (epic_edge.ranking). consolidate_threshold: a new instruction
-    this close to a stored one of the same item and preference refreshes it (epic_edge.ingest).
+    steer_by: how a question is steered (stages.Steering); ease_steering_from,
+    no_steering_from: the raw question's best entry score from which the pull eases, and at
+    which it stops (retrieval.eased_weight; unset: always the full pull). lexical,
+    confidence, brevity: the ranking's evidence weights (epic_edge.ranking).
+    consolidate_threshold: a new instruction this close to a stored one of the same item and
+    preference refreshes it (epic_edge.ingest).
     """
 
     k: int = 5
@@ -37,6 +40,8 @@ class MemorySettings:
     hedge: float | None = None
     steer_weight: float = PAPER_STEER_WEIGHT
     steer_by: str = PAPER_STEER_BY
+    ease_steering_from: float | None = None
+    no_steering_from: float | None = None
     lexical: float | None = None
     confidence: float | None = None
     brevity: float | None = None

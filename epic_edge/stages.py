@@ -62,8 +62,10 @@ def coarse_drop_reason(item_vector: np.ndarray, preferences: Sequence[Preference
             f"{tau:.3f}; the verifier is not asked")
 
 
-def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) -> Verdict:
+def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate],
+                rescore: Callable[[np.ndarray], np.ndarray] | None = None) -> Verdict:
     """Ask the verifier about one coarse-filter survivor; never called with no candidates.
+    `rescore` (the keep score's, epic_edge.keep_score) goes to a verifier that has one.
 
     The verdict is sanitised: only candidate preferences may be kept, and each kept
     preference must carry a non-empty instruction.
@@ -71,7 +73,8 @@ def fine_verify(verifier: Verifier, item: str, candidates: Sequence[Candidate]) 
     if not candidates:
         raise ValueError("fine_verify is only for items that passed the coarse filter")
     prefs = [c.preference for c in candidates]
-    verdict = verifier.verify(item, prefs)
+    verdict = (verifier.verify(item, prefs) if rescore is None
+               else verifier.verify(item, prefs, rescore=rescore))  # type: ignore[call-arg]
     if not isinstance(verdict.confidence, (int, float)) or not math.isfinite(verdict.confidence):
         raise VerdictError("the verifier's confidence is not a number")  # not judged
     allowed = {p.id for p in prefs}
@@ -137,9 +140,10 @@ class Steering:
         _, preference, similarity = self.steer(query_vector)
         return preference, similarity
 
-    def steer(self, query_vector: np.ndarray) -> tuple[np.ndarray, Preference | None, float]:
+    def steer(self, query_vector: np.ndarray, weight: float | None = None
+              ) -> tuple[np.ndarray, Preference | None, float]:
         """Return (q~, p*, similarity) for a unit-norm query (every Embedder returns unit rows);
-        q~ is the query itself without preferences.
+        q~ is the query itself without preferences. `weight` overrides the pull for this query.
 
         |E(q) + w E(p*)|^2 = 1 + w^2 + 2w E(q)·E(p*) for unit vectors, so the norm comes from
         the similarity already computed.
@@ -160,7 +164,7 @@ class Steering:
             values = sims.tolist()
             similarity = max(values)
             best = values.index(similarity)
-        w = self.weight
+        w = self.weight if weight is None else weight
         if self.hedge is not None:
             weights = self._softmax(sims, similarity)
             steered = q + weights.dot(self.vectors) * w

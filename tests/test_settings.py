@@ -81,3 +81,18 @@ def test_memory_has_what_each_helper_reads_of_it(tmp_path, protocol):
     with Memory.open(tmp_path / "m.epic", embedder=BagOfWordsEmbedder(), tau=0.2,
                      verifier=KeywordVerifier()) as memory:
         assert names and not {name for name in names if not hasattr(memory, name)}
+
+
+def test_a_question_whose_raw_hits_are_strong_is_not_steered(fake_memory):
+    fake_memory.add_preferences(["I love hiking in the mountains", "I collect vinyl jazz records"])
+    fake_memory.ingest(["mountains hiking trail guide", "jazz vinyl records shop",
+                        "hiking boots for mountains"])
+    question = "hiking trail guide"
+    steered = [h.score for h in fake_memory.lookup(question).hits]
+    raw = [h.item_text for h in fake_memory.lookup(question, steer=False).hits]
+    fake_memory.settings = fake_memory.settings.replace(no_steering_from=-1.0)
+    eased = fake_memory.lookup(question)
+    assert [h.item_text for h in eased.hits] == raw
+    assert [h.score for h in eased.hits] == [h.score for h in
+                                             fake_memory.lookup(question, steer=False).hits]
+    assert steered != [h.score for h in eased.hits]  # the full pull moves the scores

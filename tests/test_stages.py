@@ -171,3 +171,19 @@ def test_steering_by_text_embeds_the_question_with_the_preferences_it_leans_to()
     assert asked == []
     with pytest.raises(ValueError, match="sideways"):
         Steering(prefs, vectors, by="sideways")
+
+
+def test_eased_steering_backs_off_as_the_raw_question_finds_its_entries():
+    from epic_edge.retrieval import eased_weight
+
+    assert eased_weight(1.0, 0.2, 0.3, 0.5) == 1.0  # weak raw hits: the full pull
+    assert eased_weight(1.0, 0.4, 0.3, 0.5) == pytest.approx(0.5)
+    assert eased_weight(1.0, 0.5, 0.3, 0.5) == 0.0  # strong raw hits: none
+    assert eased_weight(0.8, 0.44, None, 0.45) == 0.8 and eased_weight(0.8, 0.45, None, 0.45) == 0
+
+
+def test_steering_with_a_weight_of_zero_leaves_the_question_as_it_is():
+    steering = Steering([Preference(1, "a")], np.array([[0.0, 1.0]], np.float32))
+    q = np.array([1.0, 0.0], np.float32)
+    assert np.allclose(steering.steer(q, 0.0)[0], q)
+    assert not np.allclose(steering.steer(q)[0], q)

@@ -14,6 +14,7 @@ import numpy as np
 from epic_edge import vectors as vector_codec
 from epic_edge.lexical import BM25
 from epic_edge.ranking import shortfall, weighted
+from epic_edge.retrieval import eased_weight
 from epic_edge.stages import PAPER_STEER_BY, PAPER_STEER_WEIGHT, Steering
 from epic_edge.types import Preference
 from epic_edge_lab import common, corpora, relevance
@@ -45,7 +46,14 @@ class RecordedMemory:
         """Every entry's score as a lookup under `setting` ranks it (its steering as built)."""
         lifted = (self.steering.weights(q)[self.rows] * self.sure if self.rows is not None
                   else 0.0)
-        return self.entries @ self.steering.search_vector(q, question, self.embed) + weighted(
+        if setting.get("no_steering_from") is not None and self.steering.by == PAPER_STEER_BY:
+            best = float((self.entries @ q).max()) if len(self.entries) else -1.0
+            weight = eased_weight(self.steering.weight, best, setting.get("ease_steering_from"),
+                                  setting["no_steering_from"])
+            vector = self.steering.steer(q, weight)[0]
+        else:
+            vector = self.steering.search_vector(q, question, self.embed)
+        return self.entries @ vector + weighted(
             setting, bm25=self.lexical.normalised(question), lifted=lifted, short=self.short)
 
 

@@ -19,7 +19,8 @@ from epic_edge_lab.recorded import RecordedRun, read_run, replay_parser, report,
 from epic_edge_lab.variants import distinct_top
 
 # the [retrieval] keys a replay can vary: the evidence weights, and the steering's own
-KEYS = ("lexical", "confidence", "brevity", "hedge", "steer_weight")
+KEYS = ("lexical", "confidence", "brevity", "hedge", "steer_weight", "ease_steering_from",
+        "no_steering_from")
 STEERING = ("hedge", "steer_weight", "steer_by")
 
 

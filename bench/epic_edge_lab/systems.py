@@ -79,8 +79,14 @@ class Borrowed:
     def __init__(self, verifier: Any) -> None:
         self.inner = verifier
 
-    def verify(self, item: str, candidates: Sequence[Any]) -> Any:
-        return self.inner.verify(item, candidates)
+    @property
+    def keep_score(self) -> Any:
+        return getattr(self.inner, "keep_score", None)
+
+    def verify(self, item: str, candidates: Sequence[Any], rescore: Any = None) -> Any:
+        if rescore is None:
+            return self.inner.verify(item, candidates)
+        return self.inner.verify(item, candidates, rescore=rescore)
 
 
 class EpicMemory:

@@ -1,0 +1,97 @@
+"""The keep score: its features, its file, and what it keeps with the real linux-cpu models."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from epic_edge.errors import ProfileError
+from epic_edge.keep_score import SCALARS, KeepScore, pair_features
+from epic_edge.memory import Memory
+from epic_edge.profiles import load_profile
+from tests.fakes import BagOfWordsEmbedder
+
+FLIGHTS = "I avoid flights longer than three hours."
+TOKYO = "Tokyo 14h, never again"
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
+
+
+def test_pair_features_hold_cosine_margin_logit_and_the_vectors_products():
+    rng = np.random.default_rng(0)
+    item, prefs = unit(rng.normal(size=8)), unit(rng.normal(size=(3, 8)))
+    features = pair_features(item, prefs, np.array([0.0, 0.5, 1.0]), words=20)
+    cos = prefs @ item
+    assert features.shape == (3, len(SCALARS) + 16)
+    assert np.allclose(features[:, 0], np.log(20)) and np.allclose(features[:, 1], cos)
+    best, second = np.sort(cos)[::-1][:2]
+    assert np.allclose(features[:, 2], cos - np.where(cos >= best, second, best))
+    assert np.all(np.isfinite(features[:, 3])) and features[1, 3] == 0.0
+    assert np.allclose(features[:, 4:12], prefs * item)
+    assert np.allclose(features[:, 12:], np.abs(item - prefs))
+
+
+def test_one_preference_has_no_margin_to_speak_of():
+    features = pair_features(unit(np.ones(4)), unit(np.ones((1, 4))), np.array([0.9]), 3)
+    assert features[0, 2] == pytest.approx(1.0)  # its cosine against no rival
+
+
+@pytest.mark.parametrize("body", ["not json", '{"weights": [1, 2]}',
+                                  '{"weights": [1], "bias": 0, "slope": 1, "offset": 0, '
+                                  '"threshold": 1.5}'])
+def test_a_bad_keep_score_file_is_a_one_line_profile_error(tmp_path, body):
+    path = tmp_path / "keep.json"
+    path.write_text(body)
+    with pytest.raises(ProfileError, match="keep score") as caught:
+        KeepScore.load(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_shipped_keep_score_is_for_minilm_and_round_trips(tmp_path):
+    shipped = KeepScore.named("keep-score.json", tmp_path)
+    assert shipped is not None and len(shipped.weights) == len(SCALARS) + 2 * 384
+    assert 0.0 < shipped.threshold < 0.5 and "personal dev" in shipped.trained_on
+    copy = tmp_path / "copy.json"
+    copy.write_text(json.dumps(shipped.to_dict()))
+    again = KeepScore.load(copy)
+    x = np.random.default_rng(1).normal(size=(5, len(shipped.weights)))
+    assert np.allclose(again.probabilities(x), shipped.probabilities(x), atol=1e-5)
+    assert KeepScore.named(None, tmp_path) is None
+    with pytest.raises(ProfileError, match="unreadable"):
+        KeepScore.named("missing.json", tmp_path)
+
+
+def test_for_item_scores_the_candidates_only_with_margins_over_every_preference():
+    rng = np.random.default_rng(2)
+    score = KeepScore(rng.normal(size=len(SCALARS) + 8), 0.1, 1.0, 0.0, 0.3)
+    item, prefs = unit(rng.normal(size=4)), unit(rng.normal(size=(3, 4)))
+    rescore = score.for_item(item, prefs, [2, 0], words=7)
+    full = pair_features(item, prefs, np.array([0.8, 0.5, 0.6]), 7)
+    assert np.allclose(rescore(np.array([0.6, 0.8])), score.probabilities(full[[2, 0]]))
+
+
+def test_every_profile_names_the_shipped_keep_score():
+    for name in ("linux-cpu", "jetson-orin-nano", "macbook-m4", "galaxy-z-flip6"):
+        assert load_profile(name).verifier["keep_score"] == "keep-score.json"
+
+
+def test_the_keep_score_keeps_the_short_note_the_decision_alone_drops(tmp_path,
+                                                                       reference_models):
+    with Memory.open(tmp_path / "m.epic", model_dir=reference_models) as memory:
+        assert memory.verifier.keep_score is not None
+        memory.add_preferences([FLIGHTS])
+        kept = memory.remember(TOKYO)
+        assert kept.kept and kept.items[0].p_keep >= memory.verifier.keep_score.threshold
+        decision = memory.verifier.scores(TOKYO, memory.preferences())[0]
+        assert decision < memory.verifier.floor  # the decision alone would drop it
+        assert not memory.remember("The quarterly tax return is due on 31 January.").kept
+
+
+def test_another_embedder_turns_the_keep_score_off(tmp_path, reference_models):
+    with Memory.open(tmp_path / "m.epic", model_dir=reference_models,
+                     embedder=BagOfWordsEmbedder(), tau=0.2) as memory:
+        assert memory.verifier.keep_score is None
