@@ -21,7 +21,12 @@ case "${1:-}" in
 esac
 PYTHON=${PYTHON:-python3}
 CACHE=${EPIC_EDGE_CACHE:-$HOME/.cache/epic-edge}
-WHEELS="$CACHE/wheels"
+# llama.cpp is built for any x86-64 with AVX2, not -march=native: a native build on a CPU with
+# AMX (Sapphire Rapids) crashed in every multi-token decode under this VM
+WHEELS="$CACHE/wheels/llama-avx2"
+LLAMA_CMAKE=""
+[ "$(uname -m)" = x86_64 ] && \
+    LLAMA_CMAKE="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 LLAMA_VERSION=0.3.36
 TORCH=torch==2.13.0  # the CPU build
 export EPIC_EDGE_MODELS=${EPIC_EDGE_MODELS:-$CACHE/models}
@@ -42,7 +47,8 @@ if [ "$ALL" = 1 ]; then
     mkdir -p "$WHEELS"
     if ! compgen -G "$WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl" > /dev/null; then
         step "building llama-cpp-python $LLAMA_VERSION (CPU) once, ~10 min; cached in $WHEELS"
-        "${PIP[@]}" wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+        CMAKE_ARGS="${CMAKE_ARGS:-$LLAMA_CMAKE}" \
+            "${PIP[@]}" wheel --no-deps --no-cache-dir "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
     fi
     step "installing every extra the tests use, llama.cpp and the lab (bench/)"
     "${PIP[@]}" install -q --find-links "$WHEELS" \
