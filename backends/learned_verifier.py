@@ -70,7 +70,7 @@ class LearnedVerifier:
                                     if self.kind == "cross-encoder" else "longest_first")
         self._tok.no_padding()
         self._instructor = instructor
-        # decides in place of the threshold where ingest gives the pair's context (verify)
+        # rescues what the decision drops, where ingest gives the pair's context (verify)
         self.keep_score = keep_score
         self._pref_vectors: dict[str, np.ndarray] = {}
         self._passages: dict[str, np.ndarray] = {}  # precomputed by remember_passages
@@ -82,7 +82,7 @@ class LearnedVerifier:
         model.<delegate>.pte (ExecuTorch) or model.mlpackage (Core ML); instructions = "llm"
         (the `llm_backend` verifier, default "llama-cpp", loaded on the first kept item) |
         "template" (no LLM at all); keep_score: a keep score file (epic_edge.keep_score; a
-        bare name is one the package ships) that decides in place of the threshold."""
+        bare name is one the package ships) that rescues what the decision drops."""
         model = Path(str(config.get("model", DEFAULT_MODEL))).expanduser()
         path = model if model.is_absolute() else Path(model_dir) / model
         qnn = config.get("qnn_model")  # ExecuTorch on the NPU, exported where the SDK is
@@ -181,18 +181,28 @@ class LearnedVerifier:
     def verify(self, item: str, candidates: Sequence[Preference],
                rescore: Callable[[np.ndarray], np.ndarray] | None = None) -> Verdict:
         """Keep/Discard by P(Keep) and the threshold (and floor); given `rescore` (the keep
-        score of this item's candidates, KeepScore.for_item) and a keep score, by that."""
+        score of this item's candidates, KeepScore.for_item) and a keep score, an item under
+        the floor is also kept at P(bears) >= the keep score's threshold."""
         candidates = list(candidates)
         guarded = guard(item, candidates)
         if guarded is not None:
             return guarded
         with self._lock:  # a scoring fault propagates: epic_edge.faults decides
             probs = self.scores(item, candidates)
-        threshold, floor = self.threshold, self.floor
-        if rescore is not None and self.keep_score is not None:
-            probs, threshold, floor = rescore(probs), self.keep_score.threshold, None
-        return decide(item, candidates, probs, threshold=threshold, floor=floor,
-                      max_preferences=self.max_preferences_per_item, write=self._instructions)
+        floor, rescuing = self.floor, rescore is not None and self.keep_score is not None
+        if rescuing:
+            # the decision's own keeps first; under its floor the keep score rescues what bears
+            # on a preference, ranked below every one of them by P(bears)
+            sure = self.floor if self.floor is not None else self.threshold
+            probs = np.where(probs >= sure, probs, sure * rescore(probs))
+            floor = sure * self.keep_score.threshold
+        verdict = decide(item, candidates, probs, threshold=self.threshold, floor=floor,
+                         max_preferences=self.max_preferences_per_item, write=self._instructions)
+        if rescuing and verdict.keep and verdict.confidence < sure:
+            verdict.reason = (f"P(bears)={verdict.confidence / sure:.3f} >= keep score "
+                              f"threshold {self.keep_score.threshold:.3f}: kept while the memory "
+                              "has room, evicted before the decision's own keeps")
+        return verdict
 
     def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
                       ) -> tuple[dict[int, str], list[str], int]:

@@ -6,8 +6,9 @@ logistic model over what ingest already holds for a pair (the item's and the pre
 embedder vectors, their cosine, how far it stands above the item's other preferences, the
 decision's P(Keep) and the item's length), trained by the lab (`epic-edge-lab train-keep-score`)
 on labelled pairs that include the personal kinds, and calibrated so that its output is a
-probability. A memory keeps a pair at or above `threshold`; its budget evicts the least
-probable first (epic_edge.maintenance).
+probability. The learned verifier keeps what its decision keeps and, below the decision's floor,
+rescues a pair whose P(bears) reaches `threshold`: such an entry is stored below every one the
+decision kept (floor x P(bears)), so a full memory evicts it first (epic_edge.maintenance).
 """
 
 from __future__ import annotations

@@ -53,31 +53,27 @@ def retention_order(
 ) -> list[int]:
     """Entry ids, first to evict first.
 
-    Entries kept below the verifier's threshold (while the memory had room) go first, lowest
-    retention first. Then the rest: retention = confidence x 0.5 ** (age_days /
-    half_life_days), where confidence is the verifier's P(Keep) stored with the entry and age
-    counts from its last update. Each preference keeps a fair share: an entry's rank is its
-    place among its own preference's entries by retention, and the deepest rank goes first (so
-    the preference holding the most entries gives them up, and one a question rarely touches
-    keeps its best), then the lowest retention; ties go to the older entry, then the lower id.
+    Entries kept below the verifier's threshold (while the memory had room) go first, then
+    the rest. Within each tier: retention = confidence x 0.5 ** (age_days / half_life_days),
+    where confidence is the verifier's P(Keep) stored with the entry and age counts from its
+    last update. Each preference keeps a fair share: an entry's rank is its place among its
+    own preference's entries of the tier by retention, and the deepest rank goes first (so the
+    preference holding the most entries gives them up, and one a question rarely touches keeps
+    its best), then the lowest retention; ties go to the older entry, then the lower id.
     """
     now = time.time() if now is None else now
     rows = store.query("SELECT id, preference_id, confidence, updated_at FROM entries")
     sure = float(store.get_meta(KEEP_THRESHOLD) or "-inf")
-    provisional: list[tuple[float, float, int]] = []
-    by_preference: dict[int, list[tuple[float, float, int]]] = {}
+    tiers: tuple[dict[int, list[tuple[float, float, int]]], ...] = ({}, {})  # provisional, sure
     for entry_id, preference_id, confidence, updated in rows:
         age_days = max(now - float(updated), 0.0) / 86400.0
         retention = float(confidence) * math.pow(0.5, age_days / max(half_life_days, 1e-9))
-        entry = (retention, float(updated), int(entry_id))
-        if float(confidence) < sure:
-            provisional.append(entry)
-        else:
-            by_preference.setdefault(int(preference_id), []).append(entry)
-    scored = [(-rank, *entry)
-              for entries in by_preference.values()
-              for rank, entry in enumerate(sorted(entries, reverse=True))]
-    return [entry_id for *_, entry_id in sorted(provisional) + sorted(scored)]
+        tier = tiers[float(confidence) >= sure]
+        tier.setdefault(int(preference_id), []).append((retention, float(updated), int(entry_id)))
+    return [entry_id for by_preference in tiers
+            for *_, entry_id in sorted((-rank, *entry) for entries in by_preference.values()
+                                       for rank, entry in enumerate(sorted(entries,
+                                                                           reverse=True)))]
 
 
 def delete_entries(store: MemoryStore, entry_ids: list[int]) -> None:

@@ -98,7 +98,7 @@ _ROWS = [
              "compute_units": Option(str, COMPUTE_UNITS), "precision": Option(str, ("fp16",
                                                                                     "fp32")),
              "qnn_model": TEXT, "prefer_qnn": Option(bool), "soc": TEXT,
-             "keep_score": TEXT},  # epic_edge.keep_score: decides in place of the threshold
+             "keep_score": TEXT},  # epic_edge.keep_score: rescues what the decision drops
             check=_B + "learned_runtimes:runs_here", exporter=_X + "export_learned",
             setup=_SETUP + "learned_verifier"),
     Backend("verifier", "llama-cpp", _B + "llama_cpp_verifier:LlamaCppVerifier.from_config",

@@ -115,6 +115,17 @@ def test_entries_kept_below_the_threshold_are_evicted_before_any_other(tmp_path)
         assert kept == {"vegan tofu dish number 0 conf=0.9", "vegan tofu dish number 1 conf=0.8"}
 
 
+def test_entries_kept_below_the_threshold_keep_a_fair_share_among_themselves(tmp_path):
+    with _memory(tmp_path / "m.epic", verifier=FloorVerifier()) as memory:
+        memory.add_preferences(["vegan tofu cooking", "vintage cars"])
+        memory.ingest([f"vegan tofu dish number {i} conf={c}"
+                       for i, c in enumerate([0.5, 0.45, 0.4])] + ["vintage cars rally conf=0.2"])
+        # by confidence alone the cars' only entry would go first
+        assert memory.set_budget(max_entries=2) == 2
+        kept = {h.item_text for h in memory.retrieve("vegan tofu vintage cars", k=10)}
+        assert kept == {"vegan tofu dish number 0 conf=0.5", "vintage cars rally conf=0.2"}
+
+
 def test_older_entries_are_evicted_before_newer_ones_of_equal_confidence(tmp_path):
     with _memory(tmp_path / "m.epic") as memory:
         memory.add_preference("vegan tofu cooking")

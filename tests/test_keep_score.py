@@ -85,9 +85,11 @@ def test_the_keep_score_keeps_the_short_note_the_decision_alone_drops(tmp_path,
         assert memory.verifier.keep_score is not None
         memory.add_preferences([FLIGHTS])
         kept = memory.remember(TOKYO)
-        assert kept.kept and kept.items[0].p_keep >= memory.verifier.keep_score.threshold
+        assert kept.kept and "P(bears)" in kept.items[0].reason
         decision = memory.verifier.scores(TOKYO, memory.preferences())[0]
         assert decision < memory.verifier.floor  # the decision alone would drop it
+        # filed below every keep of the decision's own: the budget evicts it first
+        assert kept.items[0].p_keep < memory.verifier.floor
         assert not memory.remember("The quarterly tax return is due on 31 January.").kept
 
 
