@@ -8,6 +8,7 @@ from typing import Any
 
 from epic_edge import latency
 from epic_edge_lab import (
+    budget_curve,
     common,
     personal_report,
     quality,
@@ -82,6 +83,7 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         *_profiles(out, results["quality"], labels),
         *_written_sets(out),
         *ranking_replay.section(out),
+        *budget_curve.section(out),
         *personal_report.section(out),
         "## Latency breakdown (`epic-edge bench latency`)",
         "",

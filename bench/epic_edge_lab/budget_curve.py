@@ -1,0 +1,109 @@
+"""Quality against budget: saved `bench quality` runs at several byte budgets, and the personal
+figures per budget, in one table (BENCHMARKS.md, *Quality against budget*).
+
+    python -m epic_edge_lab.budget_curve 0.1MB=q-0.1.json 0.4MB=q-0.4.json:replay-0.4.json \\
+        --personal personal-budgets.json --json bench/results/budget-curve.json
+
+A run given as RUN:REPLAY takes EPIC's lists from a settings replay of it (its `--set` try
+named by --replay-try), for a run made before the shipped ranking: the same memories, ranked
+as the profile ranks them now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge_lab import common
+from epic_edge_lab.recorded import score
+
+SYSTEMS = ("store-everything", "coarse+fine", "epic")
+AXES = ("aligned", "answers", "both", "unjudged")
+
+
+def point(run_path: Path, replay: Path | None, replay_try: str) -> dict[str, Any]:
+    """One budget's judged figures per split: each system's, and EPIC's paired margins."""
+    run = json.loads(run_path.read_text(encoding="utf-8"))
+    lists = {qid: dict(found) for qid, found in run["retrieved"].items()}
+    if replay is not None:
+        for qid, found in json.loads(replay.read_text(encoding="utf-8"))["retrieved"].items():
+            lists[qid]["epic"] = found[replay_try]
+    scored = score(lists, list(SYSTEMS), None)
+    bytes_median = float(np.median([p["systems"]["epic"]["bytes"] for p in run["per_persona"]]))
+    return {"run": run_path.name, "epic_from": replay.name if replay else "run",
+            "mb_median": bytes_median / 1e6,
+            **{split: {name: {**{a: cell[name][a] for a in AXES},
+                              "vs_se": {a: cell[name][f"{a}_vs_first"] for a in AXES[:3]}}
+                       for name in SYSTEMS} for split, cell in scored.items()}}
+
+
+def personal_row(result: dict[str, Any], budget: str) -> dict[str, float]:
+    """The personal dev figures of one budget of a `bench personal` run."""
+    s = result["per_budget"][budget]["summary"]
+    pref = s["recall"]["preference"]
+    return {"keep_recall": s["keep"]["keep_recall"]["mean"],
+            "keep_precision": s["keep"]["keep_precision"]["mean"],
+            "epic": pref["epic"]["mean"], "store_everything": pref["store-everything"]["mean"],
+            "recency": pref["recency"]["mean"]}
+
+
+def section(out: Path) -> list[str]:
+    """BENCHMARKS.md's table, when out/budget-curve.json exists."""
+    path = out / "budget-curve.json"
+    if not path.exists():
+        return []
+    curve = json.loads(path.read_text(encoding="utf-8"))
+    rows = []
+    for name, p in curve["points"].items():
+        for split in ("dev", "test"):
+            e = p[split]["epic"]
+            margins = " / ".join(f"{e['vs_se'][a][0]:+.3f}" for a in AXES[:3])
+            personal = curve.get("personal", {}).get(name)
+            rows.append([name, split, f"{p['mb_median']:.2f}",
+                         *(f"{e[a]:.3f}" for a in AXES[:3]), margins,
+                         f"{p[split]['coarse+fine']['aligned']:.3f} / "
+                         f"{p[split]['coarse+fine']['answers']:.3f}",
+                         f"{e['unjudged']:.1%}", p["epic_from"],
+                         (f"{personal['keep_recall']:.2f} at {personal['keep_precision']:.2f}; "
+                          f"{personal['epic']:.3f} vs {personal['store_everything']:.3f}")
+                         if personal and split == "dev" else ""])
+    head = ["budget", "split", "MB (median)", "EPIC aligned", "answers", "both",
+            "EPIC minus SE (aligned / answers / both)", "coarse + fine aligned / answers",
+            "unjudged", "EPIC lists from", "personal dev: keep recall at precision; top-5 "
+                                           "(pref Qs) vs SE"]
+    return ["### Quality against budget (`python -m epic_edge_lab.budget_curve`)", "",
+            curve.get("note", ""), "", common.table(rows, head), ""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="budget_curve", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("points", nargs="+", help="NAME=RUN.json or NAME=RUN.json:REPLAY.json")
+    p.add_argument("--replay-try", default="no_steering_from=0.4",
+                   help="the replay's try that is the shipped ranking")
+    p.add_argument("--personal", type=Path, default=None,
+                   help="a `bench personal --budgets ...` run whose budgets are the points'")
+    p.add_argument("--json", type=Path, required=True)
+    args = p.parse_args(argv)
+    points, personal = {}, {}
+    extra = json.loads(args.personal.read_text(encoding="utf-8")) if args.personal else None
+    for spec in args.points:
+        name, _, paths = spec.partition("=")
+        run, _, replay = paths.partition(":")
+        points[name] = point(Path(run), Path(replay) if replay else None, args.replay_try)
+        budget = str(int(round(float(name.rstrip("MB")) * 1e6)))
+        if extra and budget in extra["per_budget"]:
+            personal[name] = personal_row(extra, budget)
+        print(name, {s: {a: round(points[name][s]["epic"][a], 3) for a in AXES}
+                     for s in ("dev", "test")})
+    args.json.write_text(json.dumps({"points": points, "personal": personal}, indent=1) + "\n",
+                         encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
