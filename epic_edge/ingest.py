@@ -14,6 +14,7 @@ import numpy as np
 from epic_edge.faults import judge, worth_trying
 from epic_edge.instructions import stored_form
 from epic_edge.items import expand_items
+from epic_edge.keep_score import rescore_of
 from epic_edge.maintenance import KEEP_THRESHOLD
 from epic_edge.preference_edits import Edited
 from epic_edge.stages import (
@@ -294,10 +295,6 @@ class BatchIngester:
     def _rescore(self, vector: np.ndarray, cands: list[Candidate], text: str
                  ) -> Callable[[np.ndarray], np.ndarray] | None:
         """The keep score of this item's candidates, when the verifier has one."""
-        keep = getattr(self.memory.verifier, "keep_score", None)
-        if keep is None:
-            return None
         steering = self.memory.steering
-        row = {p.id: n for n, p in enumerate(steering.preferences)}
-        return keep.for_item(vector, steering.vectors, [row[c.preference.id] for c in cands],
-                             len(text.split()))
+        return rescore_of(self.memory.verifier, steering.preferences, steering.vectors, vector,
+                          cands, text)

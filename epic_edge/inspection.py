@@ -12,6 +12,7 @@ from epic_edge import schema
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import Judged
 from epic_edge.items import checked_id
+from epic_edge.keep_score import rescore_of
 from epic_edge.maintenance import Budget
 from epic_edge.preference_edits import find_preference
 from epic_edge.stages import coarse_drop_reason, coarse_filter, fine_verify
@@ -130,7 +131,8 @@ def explain(memory: Inspected, text: str) -> Explanation:
     if not candidates:
         return Explanation(clean, memory.tau, table, [], None, None, None, [], stored,
                            coarse_drop_reason(vector[0], prefs, vectors, memory.tau))
-    verdict = fine_verify(memory.verifier, clean, candidates)
+    verdict = fine_verify(memory.verifier, clean, candidates, rescore_of(
+        memory.verifier, prefs, vectors, vector[0], candidates, clean))
     threshold = verdict.threshold  # None for a verifier that does not score
     p_keep = verdict.p_keep
     names = ", ".join(f"{c.preference.id}" for c in candidates)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -120,3 +121,16 @@ class KeepScore:
         """P(bears) for each row of pair_features."""
         z = self.slope * self.raw(features) + self.offset
         return 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
+
+
+def rescore_of(verifier: Any, preferences: Sequence[Any], preference_vectors: np.ndarray,
+               item_vector: np.ndarray, candidates: Sequence[Any], text: str
+               ) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The keep score of one item's coarse-filter candidates (each with a `.preference`), as
+    ingest and `explain` hand it to the verifier; None when the verifier has no keep score."""
+    keep = getattr(verifier, "keep_score", None)
+    if keep is None:
+        return None
+    row = {p.id: n for n, p in enumerate(preferences)}
+    return keep.for_item(item_vector, preference_vectors,
+                         [row[c.preference.id] for c in candidates], len(text.split()))

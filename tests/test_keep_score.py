@@ -97,3 +97,13 @@ def test_another_embedder_turns_the_keep_score_off(tmp_path, reference_models):
     with Memory.open(tmp_path / "m.epic", model_dir=reference_models,
                      embedder=BagOfWordsEmbedder(), tau=0.2) as memory:
         assert memory.verifier.keep_score is None
+
+
+def test_the_lab_reproduces_the_shipped_keep_score(tmp_path, reference_models, capsys):
+    pytest.importorskip("epic_edge_lab")
+    from epic_edge_lab.cli.train_keep_score import DEFAULT_OUT, main
+
+    assert main(["--out", str(tmp_path / "k.json"), "--models", str(reference_models)]) == 0
+    assert (tmp_path / "k.json").read_bytes() == DEFAULT_OUT.read_bytes()
+    report = json.loads(capsys.readouterr().out.split("written")[0])
+    assert report["pair_auc_cross_fitted"] > report["pair_auc_cosine"]  # the bar
