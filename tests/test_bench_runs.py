@@ -311,3 +311,11 @@ def test_a_run_records_each_entry_s_preference_and_confidence_for_replays(qualit
         persona = relevance.persona_sets()[0][row["persona"]]
         distinct = len(dict.fromkeys(common.persona_questions(persona)[0]))
         assert all(0 <= place < distinct and 0.0 <= sure <= 1.0 for place, sure in filed)
+
+
+def test_a_dev_policy_without_a_gate_renders_instead_of_crashing_the_run():
+    from epic_edge_lab.quality_summary import _policy_lines
+
+    rates = {"dev": {"own": 0.0, "none": 0.5}, "test": {"own": 0.0, "none": 0.5}}
+    lines = _policy_lines({"chosen_on_dev": {}, "rates": {"chosen on dev": rates}})
+    assert "none (no setting of the grid" in lines[0] and len(lines) == 2

@@ -180,7 +180,9 @@ def _policy_lines(pol: dict[str, Any]) -> list[str]:
     lines = [f"- memory-use gate chosen on dev evidence: gate {chosen['gate']:.2f} (closest "
              f"preference) or the best kept item above the "
              f"{chosen['item_gate_quantile']:.2f} quantile of the background questions' best "
-             f"items in the same memory"]
+             f"items in the same memory" if chosen else
+             "- memory-use gate chosen on dev evidence: none (no setting of the grid refuses "
+             "memory to enough of the held-out no-preference questions; the chosen row is off)"]
     for name, by_split in pol["rates"].items():
         cells = [f"{split}: {r['own']:.1%} of own questions (PrefWiki "
                  f"{r.get('own:prefwiki', float('nan')):.1%}, PrefEval "
