@@ -107,3 +107,26 @@ def test_the_lab_reproduces_the_shipped_keep_score(tmp_path, reference_models, c
     assert (tmp_path / "k.json").read_bytes() == DEFAULT_OUT.read_bytes()
     report = json.loads(capsys.readouterr().out.split("written")[0])
     assert report["pair_auc_cross_fitted"] > report["pair_auc_cosine"]  # the bar
+
+
+def test_a_replayed_discard_goes_to_the_real_verifier_when_a_keep_score_may_rescue_it():
+    pytest.importorskip("epic_edge_lab")
+    from epic_edge.types import Preference, Verdict
+    from epic_edge_lab.replay import ReplayVerifier
+
+    class Real:
+        keep_score, floor, calls = object(), 0.5, []
+
+        def verify(self, item, candidates, rescore=None):
+            self.calls.append(rescore)
+            return Verdict(True, [candidates[0].id], {candidates[0].id: "x"}, confidence=0.1)
+
+    real = Real()
+    prefs = [Preference(7, "p")]
+    replay = ReplayVerifier({("kept", ("p",)): Verdict(True, [0], {0: "i"}, confidence=0.9),
+                             ("dropped", ("p",)): Verdict.discard("no", confidence=0.8)},
+                            fallback=lambda: real)
+    assert replay.keep_score is real.keep_score
+    assert replay.verify("kept", prefs, rescore=len).confidence == 0.9 and replay.hits == 1
+    assert replay.verify("dropped", prefs, rescore=len).keep and real.calls == [len]
+    assert not replay.verify("dropped", prefs).keep  # no keep score in play: replayed

@@ -65,7 +65,8 @@ def test_ray_build_keeps_the_same_items_entries_and_scores(both):
     assert [r["persona"] for r in on_ray["per_persona"]] == common.parse_personas(PERSONAS, 57)
     assert sum(r["kept_items"] for r in local["per_persona"]) > 0
     for one, many in zip(local["per_persona"], on_ray["per_persona"]):
-        assert many["replay_misses"] == 0  # every verdict came from the actor pool
+        # the pool's keeps replay; a decision's discard goes to the persona's own verifier,
+        # whose keep score (over the persona's whole preference set) may rescue it
         assert (many["kept_items"], many["entries"]) == (one["kept_items"], one["entries"])
         assert [r[:3] for r in many["entry_rows"]] == [r[:3] for r in one["entry_rows"]]
         for a, b in zip(one["entry_rows"], many["entry_rows"]):
@@ -123,7 +124,7 @@ def test_bench_quality_on_ray_gives_the_same_figures(cluster, tmp_path, referenc
                    judged_root=tmp_path)
     local = quality.run("all", **options)
     on_ray = quality.run("all", engine="ray", **options)
-    assert on_ray["engine"]["replay_misses"] == 0 and on_ray["engine"]["replayed"] > 0
+    assert on_ray["engine"]["replayed"] > 0  # discards go to the persona's verifier (rescue)
     assert [r["kept_items"] for r in on_ray["per_persona"]] == \
         [r["kept_items"] for r in local["per_persona"]]
     assert on_ray["retrieved"] == local["retrieved"]
@@ -141,7 +142,7 @@ def test_bench_stream_on_ray_gives_the_same_steps(cluster, reference_models):
                    progress=False, log=_quiet)
     local = stream.run(**options)
     on_ray = stream.run(engine="ray", **options)
-    assert on_ray["engine"]["replay_misses"] == 0
+    assert on_ray["engine"]["replayed"] > 0
     assert [s["event"] for s in on_ray["steps"]] == [s["event"] for s in local["steps"]]
     for one, many in zip(local["steps"], on_ray["steps"]):
         assert (many["epic_bytes"], many["epic_entries"]) == (one["epic_bytes"],

@@ -64,13 +64,29 @@ class ReplayVerifier:
     def add(self, jobs: Iterable[Job], verdicts: Iterable[Verdict]) -> None:
         self.verdicts.update(zip(jobs, verdicts))
 
-    def verify(self, item: str, candidates: Sequence[Preference]) -> Verdict:
+    @property
+    def keep_score(self) -> Any:
+        """The real verifier's keep score (epic_edge.keep_score), so ingest hands a rescore."""
+        with self._lock:
+            return getattr(self._real_verifier(), "keep_score", None)
+
+    def verify(self, item: str, candidates: Sequence[Preference], rescore: Any = None
+               ) -> Verdict:
+        """The verdict judged ahead. With a `rescore` (the keep score, which depends on the
+        memory's whole preference set) only a keep of the decision's own replays: it does not
+        change under the floor's rescue; any other verdict goes to the real verifier."""
         candidates = list(candidates)
         known = self.verdicts.get((item, tuple(p.text for p in candidates)))
+        floor = getattr(self._real, "floor", None) if rescore is not None else None
+        if rescore is not None and known is not None and not (
+                known.keep and floor is not None and known.confidence >= floor):
+            known = None
         with self._lock:
             if known is None:
                 self.misses += 1
-                return self._real_verifier().verify(item, candidates)
+                real = self._real_verifier()
+                return (real.verify(item, candidates) if rescore is None
+                        else real.verify(item, candidates, rescore=rescore))
             self.hits += 1
         ids = [candidates[j].id for j in known.preference_ids]
         return Verdict(keep=known.keep, preference_ids=ids,
