@@ -173,12 +173,13 @@ def _profiles(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]:
                      f"{se['aligned']:.3f} / {se['answers']:.3f} / {se['both']:.3f}",
                      f"{max(c['test']['unjudged'] for c in systems.values()):.1%}",
                      f"{systems['epic']['bytes_median'] / 1e6:.3f}",
-                     ", ".join(missed) or "none"])
+                     ", ".join(missed) or "none",
+                     str(result.get("machine", {}).get("date", ""))[:10]])
     if len(rows) < 2:
         return []
     head = ["profile", "embedder (as run here)", "P@5 aligned", "P@5 answers", "P@5 both",
             "nDCG@5", "SE aligned / answers / both", "unjudged", "MB (median)",
-            "targets not met"]
+            "targets not met", "run on"]
     return ["### EPIC under each device profile (judged test split)", "",
             "`epic-edge bench quality --profile NAME` with each profile's own models and "
             "settings, on this machine's CPU (a profile's GPU or NPU provider falls back to "
@@ -187,7 +188,8 @@ def _profiles(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]:
             "embedder with the fingerprint of one run before reuses that run's cached corpus "
             "vectors (galaxy-z-flip6's ExecuTorch program and the fp32 ONNX model); the "
             "profile's own programs embed the preferences and questions and encode every "
-            "passage for the decision.",
+            "passage for the decision. A run dates from the profile's settings of its day "
+            "(those before 2026-12-05: the decision alone, 0.4 MB, no eased steering).",
             "", common.table(rows, head), ""]
 
 
