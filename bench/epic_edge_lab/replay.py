@@ -66,7 +66,10 @@ class ReplayVerifier:
 
     @property
     def keep_score(self) -> Any:
-        """The real verifier's keep score (epic_edge.keep_score), so ingest hands a rescore."""
+        """The real verifier's keep score (epic_edge.keep_score), so ingest hands a rescore;
+        none without a real verifier to ask."""
+        if self._real is None and self._fallback is None:
+            return None
         with self._lock:
             return getattr(self._real_verifier(), "keep_score", None)
 
