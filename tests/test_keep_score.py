@@ -130,3 +130,10 @@ def test_a_replayed_discard_goes_to_the_real_verifier_when_a_keep_score_may_resc
     assert replay.verify("kept", prefs, rescore=len).confidence == 0.9 and replay.hits == 1
     assert replay.verify("dropped", prefs, rescore=len).keep and real.calls == [len]
     assert not replay.verify("dropped", prefs).keep  # no keep score in play: replayed
+
+
+def test_explain_says_what_ingest_does_with_the_keep_score(tmp_path, reference_models):
+    with Memory.open(tmp_path / "m.epic", model_dir=reference_models) as memory:
+        memory.add_preferences([FLIGHTS])
+        explained = memory.explain(TOKYO)
+        assert explained.would_keep and "P(bears)" in explained.why
