@@ -178,6 +178,12 @@ class LearnedVerifier:
             out.append(self._runner.run(arrays))
         return np.concatenate(out)
 
+    @property
+    def rescue_below(self) -> float:
+        """The P(Keep) under which the keep score may rescue an item (the floor, else the
+        threshold): a verdict at or above it is the decision's own, whatever the rescore."""
+        return self.floor if self.floor is not None else self.threshold
+
     def verify(self, item: str, candidates: Sequence[Preference],
                rescore: Callable[[np.ndarray], np.ndarray] | None = None) -> Verdict:
         """Keep/Discard by P(Keep) and the threshold (and floor); given `rescore` (the keep
@@ -190,10 +196,10 @@ class LearnedVerifier:
         with self._lock:  # a scoring fault propagates: epic_edge.faults decides
             probs = self.scores(item, candidates)
         floor, rescuing = self.floor, rescore is not None and self.keep_score is not None
+        sure = self.rescue_below
         if rescuing:
             # the decision's own keeps first; under its floor the keep score rescues what bears
             # on a preference, ranked below every one of them by P(bears)
-            sure = self.floor if self.floor is not None else self.threshold
             probs = np.where(probs >= sure, probs, sure * rescore(probs))
             floor = sure * self.keep_score.threshold
         verdict = decide(item, candidates, probs, threshold=self.threshold, floor=floor,

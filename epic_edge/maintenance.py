@@ -70,10 +70,15 @@ def retention_order(
         retention = float(confidence) * math.pow(0.5, age_days / max(half_life_days, 1e-9))
         tier = tiers[float(confidence) >= sure]
         tier.setdefault(int(preference_id), []).append((retention, float(updated), int(entry_id)))
-    return [entry_id for by_preference in tiers
-            for *_, entry_id in sorted((-rank, *entry) for entries in by_preference.values()
-                                       for rank, entry in enumerate(sorted(entries,
-                                                                           reverse=True)))]
+    return [entry_id for by_preference in tiers for entry_id in _fair_share(by_preference)]
+
+
+def _fair_share(by_preference: dict[int, list[tuple[float, float, int]]]) -> list[int]:
+    """Entry ids of one tier, first to evict first: the deepest rank within its preference
+    (by retention, then newer), then the lowest retention, the older, the lower id."""
+    ranked = [(-rank, *entry) for entries in by_preference.values()
+              for rank, entry in enumerate(sorted(entries, reverse=True))]
+    return [entry_id for *_, entry_id in sorted(ranked)]
 
 
 def delete_entries(store: MemoryStore, entry_ids: list[int]) -> None:

@@ -115,7 +115,7 @@ def test_a_replayed_discard_goes_to_the_real_verifier_when_a_keep_score_may_resc
     from epic_edge_lab.replay import ReplayVerifier
 
     class Real:
-        keep_score, floor, calls = object(), 0.5, []
+        keep_score, rescue_below, calls = object(), 0.5, []
 
         def verify(self, item, candidates, rescore=None):
             self.calls.append(rescore)

@@ -26,32 +26,34 @@ class Pairs:
 
     x: np.ndarray
     y: np.ndarray
-    cosine: np.ndarray
     item: np.ndarray  # a global item number per pair
     persona: np.ndarray  # the persona's position per pair
     item_label: np.ndarray  # 1 when the item bears on some preference
 
+    @property
+    def cosine(self) -> np.ndarray:
+        """Each pair's coarse cosine (a feature column)."""
+        return self.x[:, SCALARS.index("cosine")]
+
 
 def pairs(personas: list[Persona], embedder: Any, verifier: Any) -> Pairs:
     """Features of every pair, as ingest computes them (embedder vectors, P(Keep))."""
-    rows, ys, cos, item_no, who, labels = [], [], [], [], [], []
+    rows, ys, item_no, who, labels = [], [], [], [], []
     for n, persona in enumerate(personas):
         prefs = list(persona.preferences)
-        texts = [" ".join(it["text"].split()) for it in persona.items]
-        pv = embedder.embed([persona.preferences[p] for p in prefs])
-        iv = embedder.embed(texts)
         pref_texts = [persona.preferences[p] for p in prefs]
-        for item, text, vector in zip(persona.items, texts, iv):
+        texts = [" ".join(it["text"].split()) for it in persona.items]
+        pv = embedder.embed(pref_texts)
+        for item, text, vector in zip(persona.items, texts, embedder.embed(texts)):
             p_keep = verifier.score_pairs(pref_texts, [text] * len(prefs))
             rows.append(pair_features(vector, pv, p_keep, len(text.split())))
             bears = persona.bears_on.get(item["id"], frozenset())
             ys += [int(p in bears) for p in prefs]
-            cos += list(pv @ vector)
             item_no += [len(labels)] * len(prefs)
             who += [n] * len(prefs)
             labels.append(int(bool(bears)))
-    return Pairs(np.vstack(rows), np.array(ys), np.array(cos), np.array(item_no),
-                 np.array(who), np.array(labels))
+    return Pairs(np.vstack(rows), np.array(ys), np.array(item_no), np.array(who),
+                 np.array(labels))
 
 
 def logistic(x: np.ndarray, y: np.ndarray, c: float, steps: int = 30) -> tuple[np.ndarray, float]:
@@ -124,7 +126,7 @@ def train(data: Pairs, tau: float, recall: float, trained_on: str) -> tuple[Keep
     report = {"pairs": int(len(data.y)), "bearing_pairs": int(data.y.sum()),
               "items": int(len(items)), "bearing_items": int(data.item_label.sum()),
               "pair_auc_cross_fitted": auc(data.y, held),
-              "pair_auc_cosine": auc(data.y, data.x[:, SCALARS.index("cosine")]),
+              "pair_auc_cosine": auc(data.y, data.cosine),
               "pair_auc_decision": auc(data.y, data.x[:, SCALARS.index("decision_logit")]),
               "item_recall_cross_fitted": float(kept[data.item_label == 1].mean()),
               "item_precision_cross_fitted": float(data.item_label[kept].mean()),

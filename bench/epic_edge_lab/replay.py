@@ -80,9 +80,8 @@ class ReplayVerifier:
         change under the floor's rescue; any other verdict goes to the real verifier."""
         candidates = list(candidates)
         known = self.verdicts.get((item, tuple(p.text for p in candidates)))
-        floor = getattr(self._real, "floor", None) if rescore is not None else None
         if rescore is not None and known is not None and not (
-                known.keep and floor is not None and known.confidence >= floor):
+                known.keep and known.confidence >= self._real_verifier().rescue_below):
             known = None
         with self._lock:
             if known is None:

@@ -83,10 +83,8 @@ class Borrowed:
     def keep_score(self) -> Any:
         return getattr(self.inner, "keep_score", None)
 
-    def verify(self, item: str, candidates: Sequence[Any], rescore: Any = None) -> Any:
-        if rescore is None:
-            return self.inner.verify(item, candidates)
-        return self.inner.verify(item, candidates, rescore=rescore)
+    def verify(self, item: str, candidates: Sequence[Any], **options: Any) -> Any:
+        return self.inner.verify(item, candidates, **options)
 
 
 class EpicMemory:
