@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from epic_edge_lab import budget_curve
 from epic_edge_lab.relevance import load_judgments, load_questions, primary_labels
 
@@ -47,3 +49,12 @@ def test_the_section_renders_every_point_and_split(tmp_path):
     text = "\n".join(budget_curve.section(tmp_path))
     assert "why" in text and text.count("| 1MB ") == 2 and "0.90 at 0.60" in text
     assert budget_curve.section(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("spec", ["0.4MB", "huge=run.json", "1MB=missing.json"])
+def test_a_bad_point_is_a_one_line_usage_error(tmp_path, capsys, spec):
+    with pytest.raises(SystemExit) as stopped:
+        budget_curve.main([spec, "--json", str(tmp_path / "curve.json")])
+    assert stopped.value.code == 2 and not (tmp_path / "curve.json").exists()
+    err = capsys.readouterr().err
+    assert ("no such run file" if "missing" in spec else "bad point") in err

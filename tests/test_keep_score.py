@@ -137,3 +137,14 @@ def test_explain_says_what_ingest_does_with_the_keep_score(tmp_path, reference_m
         memory.add_preferences([FLIGHTS])
         explained = memory.explain(TOKYO)
         assert explained.would_keep and "P(bears)" in explained.why
+
+
+@pytest.mark.parametrize("recall", ["0", "1", "1.5"])
+def test_train_keep_score_refuses_a_recall_outside_0_1_before_any_work(tmp_path, recall):
+    pytest.importorskip("epic_edge_lab")
+    from epic_edge.errors import InvalidInputError
+    from epic_edge_lab.cli.train_keep_score import main
+
+    with pytest.raises(InvalidInputError, match="--recall"):
+        main(["--recall", recall, "--out", str(tmp_path / "k.json")])
+    assert not (tmp_path / "k.json").exists()

@@ -2,7 +2,7 @@
 figures per budget, in one table (BENCHMARKS.md, *Quality against budget*).
 
     python -m epic_edge_lab.budget_curve 0.1MB=q-0.1.json 0.4MB=q-0.4.json:replay-0.4.json \\
-        --personal personal-budgets.json --json bench/results/budget-curve.json
+        --personal personal-budgets.json --note "what the runs were" --json budget-curve.json
 
 A run given as RUN:REPLAY takes EPIC's lists from a settings replay of it (its `--set` try
 named by --replay-try), for a run made before the shipped ranking: the same memories, ranked
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the replay's try that is the shipped ranking")
     p.add_argument("--personal", type=Path, default=None,
                    help="a `bench personal --budgets ...` run whose budgets are the points'")
+    p.add_argument("--note", default="",
+                   help="what the runs were, printed above the table in BENCHMARKS.md")
     p.add_argument("--json", type=Path, required=True)
     args = p.parse_args(argv)
     points, personal = {}, {}
@@ -94,14 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.points:
         name, _, paths = spec.partition("=")
         run, _, replay = paths.partition(":")
-        points[name] = point(Path(run), Path(replay) if replay else None, args.replay_try)
-        budget = str(int(round(float(name.rstrip("MB")) * 1e6)))
+        files = [Path(f) for f in (run, replay) if f]
+        if not re.fullmatch(r"\d+(\.\d+)?MB", name) or not run:
+            p.error(f"bad point {spec!r}: use NAME=RUN.json[:REPLAY.json], NAME like 0.4MB")
+        if missing := [str(f) for f in files if not f.is_file()]:
+            p.error(f"no such run file: {', '.join(missing)}")
+        points[name] = point(files[0], files[1] if replay else None, args.replay_try)
+        budget = str(int(round(float(name[:-2]) * 1e6)))
         if extra and budget in extra["per_budget"]:
             personal[name] = personal_row(extra, budget)
         print(name, {s: {a: round(points[name][s]["epic"][a], 3) for a in AXES}
                      for s in ("dev", "test")})
-    args.json.write_text(json.dumps({"points": points, "personal": personal}, indent=1) + "\n",
-                         encoding="utf-8")
+    args.json.write_text(json.dumps({"points": points, "personal": personal, "note": args.note},
+                                    indent=1) + "\n", encoding="utf-8")
     return 0
 
 
