@@ -196,19 +196,37 @@ class LearnedVerifier:
         with self._lock:  # a scoring fault propagates: epic_edge.faults decides
             probs = self.scores(item, candidates)
         floor, rescuing = self.floor, rescore is not None and self.keep_score is not None
-        sure = self.rescue_below
+        sure, raw = self.rescue_below, probs
         if rescuing:
             # the decision's own keeps first; under its floor the keep score rescues what bears
             # on a preference, ranked below every one of them by P(bears)
-            probs = np.where(probs >= sure, probs, sure * rescore(probs))
+            bears = np.asarray(rescore(raw), np.float64)
+            probs = np.where(raw >= sure, raw, sure * bears)
             floor = sure * self.keep_score.threshold
         verdict = decide(item, candidates, probs, threshold=self.threshold, floor=floor,
                          max_preferences=self.max_preferences_per_item, write=self._instructions)
-        if rescuing and verdict.keep and verdict.confidence < sure:
-            verdict.reason = (f"P(bears)={verdict.confidence / sure:.3f} >= keep score "
-                              f"threshold {self.keep_score.threshold:.3f}: kept while the memory "
-                              "has room, evicted before the decision's own keeps")
+        if rescuing and verdict.reason.startswith("P(Keep)="):
+            verdict.reason = self._rescue_reason(verdict, float(np.max(raw)),
+                                                 float(np.max(bears)))
         return verdict
+
+    def _rescue_reason(self, verdict: Verdict, p_keep: float, bears: float) -> str:
+        """The reason of a verdict the keep score took part in, in the levels the user set
+        (decide saw the rescue level floor x threshold, not the floor itself)."""
+        sure, level = self.rescue_below, self.keep_score.threshold
+        name = "floor" if self.floor is not None else "threshold"
+        if not verdict.keep:
+            why = (f"P(Keep)={p_keep:.3f} < {name} {sure:.3f} and P(bears)={bears:.3f} < keep "
+                   f"score threshold {level:.3f}")
+        elif verdict.confidence < sure:
+            why = (f"P(bears)={verdict.confidence / sure:.3f} >= keep score threshold "
+                   f"{level:.3f}: kept while the memory has room, evicted before the "
+                   "decision's own keeps")
+        elif verdict.confidence < self.threshold:
+            why = f"P(Keep)={p_keep:.3f} >= floor {sure:.3f}: kept while the memory has room"
+        else:
+            return verdict.reason
+        return "; ".join([why, *verdict.reason.split("; ")[1:]])
 
     def _instructions(self, item: str, candidates: list[Preference], kept: list[Preference]
                       ) -> tuple[dict[int, str], list[str], int]:

@@ -3,26 +3,24 @@
 The learned decision was trained on encyclopedia passages; on a person's own short notes, chats
 and receipts it ranks worse than the raw cosine (docs/personal-stream.md). The keep score is a
 logistic model over what ingest already holds for a pair (the item's and the preference's
-embedder vectors, their cosine, how far it stands above the item's other preferences, the
-decision's P(Keep) and the item's length), trained by the lab (`epic-edge-lab train-keep-score`)
-on labelled pairs that include the personal kinds, and calibrated so that its output is a
-probability. The learned verifier keeps what its decision keeps and, below the decision's floor,
-rescues a pair whose P(bears) reaches `threshold`: such an entry is stored below every one the
-decision kept (floor x P(bears)), so a full memory evicts it first (epic_edge.maintenance).
+embedder vectors and the item's own, their cosine, how far it stands above the item's other
+preferences, the decision's P(Keep) and the item's length), trained by the lab
+(`epic-edge-lab train-keep-score`) on labelled pairs that include the personal kinds, and
+calibrated so that its output is a probability. The learned verifier keeps what its decision
+keeps and, below the decision's floor, rescues a pair whose P(bears) reaches `threshold`: such
+an entry is stored below every one the decision kept (floor x P(bears)), so a full memory
+evicts it first (epic_edge.maintenance).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from epic_edge.errors import ProfileError
+from epic_edge.calibrated import CalibratedScore
 
 SCALARS = ("log_words", "cosine", "cosine_margin", "decision_logit")
 P_MIN = 1e-6
@@ -30,7 +28,8 @@ P_MIN = 1e-6
 
 def pair_features(item_vector: np.ndarray, preference_vectors: np.ndarray,
                   p_keep: np.ndarray, words: int) -> np.ndarray:
-    """One row per preference: SCALARS, then u*v and |u-v| of the embedder's unit vectors.
+    """One row per preference: SCALARS, then u*v and |u-v| of the embedder's unit vectors,
+    then the item's own vector u (what kind of item it is, whatever the preference).
 
     `preference_vectors` are all the memory's preferences (the margin is over them) and
     `p_keep` the decision's P(Keep) for each (NaN where it was not asked)."""
@@ -46,49 +45,16 @@ def pair_features(item_vector: np.ndarray, preference_vectors: np.ndarray,
     logit = np.log(p) - np.log1p(-p)
     scalars = np.column_stack([np.full(len(cos), np.log(max(int(words), 1))), cos,
                                cos - other, logit])
-    return np.hstack([scalars, u * v, np.abs(u - v)])
+    return np.hstack([scalars, u * v, np.abs(u - v), np.repeat(u, len(cos), axis=0)])
 
 
 @dataclass(frozen=True)
-class KeepScore:
-    """P(bears) = sigmoid(slope * (features . weights + bias) + offset); keep at >= threshold."""
+class KeepScore(CalibratedScore):
+    """P(bears) = sigmoid(slope * (features . weights + bias) + offset) of pair_features;
+    keep at >= threshold."""
 
-    weights: np.ndarray
-    bias: float
-    slope: float
-    offset: float
-    threshold: float
-    trained_on: str = ""
-
-    @classmethod
-    def load(cls, path: str | Path) -> KeepScore:
-        """A keep score written by the lab (JSON); a one-line ProfileError when it is not."""
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            score = cls(np.asarray(data["weights"], np.float64), float(data["bias"]),
-                        float(data["slope"]), float(data["offset"]), float(data["threshold"]),
-                        str(data.get("trained_on", "")))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ProfileError(f"keep score {path} is unreadable ({type(exc).__name__}: "
-                               f"{exc})") from None
-        if not 0.0 < score.threshold < 1.0 or not np.all(np.isfinite(score.weights)):
-            raise ProfileError(f"keep score {path}: threshold must be in (0, 1) and every "
-                               f"weight finite")
-        return score
-
-    @classmethod
-    def named(cls, name: str | None, model_dir: Path) -> KeepScore | None:
-        """The keep score a profile names: None for none; a path (relative to model_dir),
-        or the bare name of one the package ships (epic_edge/data/)."""
-        if not name:
-            return None
-        path = Path(str(name)).expanduser()
-        if not path.is_absolute() and not (model_dir / path).is_file() and path.parent == Path():
-            shipped = resources.files("epic_edge") / "data" / path.name
-            if shipped.is_file():
-                return cls.load(Path(str(shipped)))
-        return cls.load(path if path.is_absolute() else model_dir / path)
+    WHAT = "keep score"
+    FEATURES = [*SCALARS, "u*v", "|u-v|", "u"]
 
     def for_item(self, item_vector: np.ndarray, preference_vectors: np.ndarray,
                  candidates: Sequence[int], words: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -103,24 +69,6 @@ class KeepScore:
             return self.probabilities(features[rows])
 
         return rescore
-
-    def to_dict(self) -> dict[str, object]:
-        return {"weights": [round(float(w), 7) for w in self.weights], "bias": self.bias,
-                "slope": self.slope, "offset": self.offset, "threshold": self.threshold,
-                "features": [*SCALARS, "u*v", "|u-v|"], "trained_on": self.trained_on}
-
-    def raw(self, features: np.ndarray) -> np.ndarray:
-        """The uncalibrated score of each row."""
-        features = np.asarray(features, np.float64)
-        if features.shape[-1] != len(self.weights):
-            raise ProfileError(f"keep score expects {len(self.weights) - len(SCALARS)}/2-dim "
-                               f"vectors; got {features.shape[-1]} features")
-        return features @ self.weights + self.bias
-
-    def probabilities(self, features: np.ndarray) -> np.ndarray:
-        """P(bears) for each row of pair_features."""
-        z = self.slope * self.raw(features) + self.offset
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -60.0, 60.0)))
 
 
 def rescore_of(verifier: Any, preferences: Sequence[Any], preference_vectors: np.ndarray,

@@ -14,7 +14,9 @@ from epic_edge.profiles import load_profile
 from tests.fakes import BagOfWordsEmbedder
 
 FLIGHTS = "I avoid flights longer than three hours."
-TOKYO = "Tokyo 14h, never again"
+# a short note the decision alone drops (P(Keep) 0.22); the issue's own "Tokyo 14h, never
+# again" sits just under the keep score's threshold with this one preference (P(bears) 0.13)
+LONG_HAUL = "Landed after 11 hours from Dubai, legs like lead. Never doing long-haul again"
 
 
 def unit(rows: np.ndarray) -> np.ndarray:
@@ -26,13 +28,14 @@ def test_pair_features_hold_cosine_margin_logit_and_the_vectors_products():
     item, prefs = unit(rng.normal(size=8)), unit(rng.normal(size=(3, 8)))
     features = pair_features(item, prefs, np.array([0.0, 0.5, 1.0]), words=20)
     cos = prefs @ item
-    assert features.shape == (3, len(SCALARS) + 16)
+    assert features.shape == (3, len(SCALARS) + 24)
     assert np.allclose(features[:, 0], np.log(20)) and np.allclose(features[:, 1], cos)
     best, second = np.sort(cos)[::-1][:2]
     assert np.allclose(features[:, 2], cos - np.where(cos >= best, second, best))
     assert np.all(np.isfinite(features[:, 3])) and features[1, 3] == 0.0
     assert np.allclose(features[:, 4:12], prefs * item)
-    assert np.allclose(features[:, 12:], np.abs(item - prefs))
+    assert np.allclose(features[:, 12:20], np.abs(item - prefs))
+    assert np.allclose(features[:, 20:], np.tile(item, (3, 1)))  # the item's own vector
 
 
 def test_one_preference_has_no_margin_to_speak_of():
@@ -40,20 +43,9 @@ def test_one_preference_has_no_margin_to_speak_of():
     assert features[0, 2] == pytest.approx(1.0)  # its cosine against no rival
 
 
-@pytest.mark.parametrize("body", ["not json", '{"weights": [1, 2]}',
-                                  '{"weights": [1], "bias": 0, "slope": 1, "offset": 0, '
-                                  '"threshold": 1.5}'])
-def test_a_bad_keep_score_file_is_a_one_line_profile_error(tmp_path, body):
-    path = tmp_path / "keep.json"
-    path.write_text(body)
-    with pytest.raises(ProfileError, match="keep score") as caught:
-        KeepScore.load(path)
-    assert "\n" not in str(caught.value)
-
-
 def test_the_shipped_keep_score_is_for_minilm_and_round_trips(tmp_path):
     shipped = KeepScore.named("keep-score.json", tmp_path)
-    assert shipped is not None and len(shipped.weights) == len(SCALARS) + 2 * 384
+    assert shipped is not None and len(shipped.weights) == len(SCALARS) + 3 * 384
     assert 0.0 < shipped.threshold < 0.5 and "personal dev" in shipped.trained_on
     copy = tmp_path / "copy.json"
     copy.write_text(json.dumps(shipped.to_dict()))
@@ -67,7 +59,7 @@ def test_the_shipped_keep_score_is_for_minilm_and_round_trips(tmp_path):
 
 def test_for_item_scores_the_candidates_only_with_margins_over_every_preference():
     rng = np.random.default_rng(2)
-    score = KeepScore(rng.normal(size=len(SCALARS) + 8), 0.1, 1.0, 0.0, 0.3)
+    score = KeepScore(rng.normal(size=len(SCALARS) + 12), 0.1, 1.0, 0.0, 0.3)
     item, prefs = unit(rng.normal(size=4)), unit(rng.normal(size=(3, 4)))
     rescore = score.for_item(item, prefs, [2, 0], words=7)
     full = pair_features(item, prefs, np.array([0.8, 0.5, 0.6]), 7)
@@ -84,13 +76,17 @@ def test_the_keep_score_keeps_the_short_note_the_decision_alone_drops(tmp_path,
     with Memory.open(tmp_path / "m.epic", model_dir=reference_models) as memory:
         assert memory.verifier.keep_score is not None
         memory.add_preferences([FLIGHTS])
-        kept = memory.remember(TOKYO)
+        kept = memory.remember(LONG_HAUL)
         assert kept.kept and "P(bears)" in kept.items[0].reason
-        decision = memory.verifier.scores(TOKYO, memory.preferences())[0]
+        decision = memory.verifier.scores(LONG_HAUL, memory.preferences())[0]
         assert decision < memory.verifier.floor  # the decision alone would drop it
         # filed below every keep of the decision's own: the budget evicts it first
         assert kept.items[0].p_keep < memory.verifier.floor
         assert not memory.remember("The quarterly tax return is due on 31 January.").kept
+        # a discard names the levels the profile sets, not the internal rescue level
+        photos = memory.explain("Sam's holiday photos from Bali look amazing")
+        assert not photos.would_keep
+        assert "< floor 0.500 and P(bears)=" in photos.why and "keep score threshold" in photos.why
 
 
 def test_another_embedder_turns_the_keep_score_off(tmp_path, reference_models):
@@ -135,7 +131,7 @@ def test_a_replayed_discard_goes_to_the_real_verifier_when_a_keep_score_may_resc
 def test_explain_says_what_ingest_does_with_the_keep_score(tmp_path, reference_models):
     with Memory.open(tmp_path / "m.epic", model_dir=reference_models) as memory:
         memory.add_preferences([FLIGHTS])
-        explained = memory.explain(TOKYO)
+        explained = memory.explain(LONG_HAUL)
         assert explained.would_keep and "P(bears)" in explained.why
 
 

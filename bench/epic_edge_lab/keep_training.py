@@ -75,8 +75,10 @@ def logistic(x: np.ndarray, y: np.ndarray, c: float, steps: int = 30) -> tuple[n
 
 def linear_score(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     """The two standardised logistics summed, as one (weights, bias) over raw features."""
-    mean, std = x.mean(0), x.std(0) + 1e-9
-    z = (x - mean) / std
+    mean, std = x.mean(0), x.std(0)
+    live = std > 1e-6  # a few of MiniLM's dimensions are constant: they carry nothing
+    std = np.where(live, std, 1.0)
+    z = np.where(live, (x - mean) / std, 0.0)
     weights, bias = np.zeros(x.shape[1]), 0.0
     for cols, c in ((slice(0, len(SCALARS)), 1.0), (slice(None), 0.01)):
         w_full = np.zeros(x.shape[1])
