@@ -17,7 +17,8 @@ from epic_edge.memory import Memory
 from epic_edge.stages import normalize_rows
 from epic_edge.types import BatchStats
 
-QUERY_ROWS = ("embed", "steer", "search", "total", "fetch", "reference_total", "steer_warm")
+QUERY_ROWS = ("embed", "steer", "search", "total", "fetch", "reference_total", "steer_warm",
+              "question_gate")
 ITEM_ROWS = ("embed", "filter", "verify", "embed_instructions", "index", "write", "total")
 RANKING = ("hedge", "steer_weight", "steer_by", "lexical", "confidence", "brevity")
 
@@ -124,7 +125,14 @@ def _query_rows(memory: Memory, questions: list[str], prefs: list[str], runs: in
         memory.steering.steer(query)
         if n >= warmup:
             samples["steer_warm"].append(time.perf_counter() - t0)
-    return {row: summarize(values) for row, values in samples.items()}
+    asks = getattr(memory, "question_gate", None)
+    for n in range(warmup + runs if asks is not None else 0):  # the gate that runs first
+        t0 = time.perf_counter()
+        asks.probability(query)
+        if n >= warmup:
+            samples["question_gate"].append(time.perf_counter() - t0)
+    return {row: summarize(values) for row, values in samples.items()
+            if values or row != "question_gate"}
 
 
 def _item_rows(batches: list[BatchStats]) -> dict[str, Any]:
@@ -156,8 +164,9 @@ def render(result: dict[str, Any]) -> str:
     names = {"embed": "embed query", "steer": "steering", "search": "index search",
              "total": "total (embed + steer + search)", "fetch": "fetch entries (SQLite)",
              "reference_total": "paper reference path (re-embeds preferences)",
-             "steer_warm": "steering alone, back to back (warm caches)"}
-    query_table = measuring.table([row(names[n], q[n]) for n in names], head)
+             "steer_warm": "steering alone, back to back (warm caches)",
+             "question_gate": "question gate alone, back to back (warm caches)"}
+    query_table = measuring.table([row(names[n], q[n]) for n in names if n in q], head)
     item_names = {"embed": "embed item", "filter": "coarse filter",
                   "verify": "fine verification (amortised)",
                   "verify_per_verified_item": "fine verification per verified item",

@@ -25,6 +25,7 @@ from epic_edge.maintenance import (
 from epic_edge.opening import open_memory
 from epic_edge.profiles import Profile
 from epic_edge.protocols import Embedder, VectorIndex, Verifier
+from epic_edge.question_gate import QuestionGate
 from epic_edge.ranking import BrevityEvidence, ConfidenceEvidence
 from epic_edge.remembering import Remembered, remember
 from epic_edge.retrieval import Retrieval, lookup
@@ -68,6 +69,7 @@ class Memory(inspection.Inspecting):
         self._lock = self.entry_index.lock  # one lock: index, preferences, verifier
         self._settings = settings or MemorySettings()
         self.background = self._background(self._settings)
+        self.question_gate = QuestionGate.named(self._settings.question_gate)
         self._reload()
 
     @property
@@ -82,6 +84,8 @@ class Memory(inspection.Inspecting):
             old, self._settings = self._settings, settings
             if settings.item_gate_quantile != old.item_gate_quantile:
                 self.background = self._background(settings)
+            if settings.question_gate != old.question_gate:
+                self.question_gate = QuestionGate.named(settings.question_gate)
             if (settings.hedge, settings.steer_weight, settings.steer_by) != (
                     old.hedge, old.steer_weight, old.steer_by):
                 self.reload_preferences()
@@ -240,15 +244,18 @@ class Memory(inspection.Inspecting):
         """Top-k entries with the reason memory is (not) used; see epic_edge.retrieval.
 
         `gate`, `item_gate` and `min_score` default to this memory's (from the profile,
-        calibrated for its embedder); gate=-1 switches the memory-use gate off for one call.
+        calibrated for its embedder); gate=-1 switches the memory-use gate off for one call,
+        the question gate (epic_edge.question_gate) with it.
         """
         question = clean_text(question, "question", MAX_QUESTION_CHARS)
         k = self._settings.k if k is None else int(k)
         if not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be between 1 and {MAX_K}, got {k}")
         self.sync()
-        return lookup(self, question, k, steer=steer,
-                      gate=self._settings.gate if gate is None else gate,
+        gate = self._settings.gate if gate is None else gate
+        return lookup(self, question, k, steer=steer, gate=gate,
+                      question_gate=self.question_gate if gate is not None and gate > -1.0
+                      else None,
                       item_gate=self.item_gate_now() if item_gate is None else item_gate,
                       min_score=self._settings.min_score if min_score is None else min_score)
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from epic_edge.entry_index import EntryIndex
     from epic_edge.lexical import LexicalEvidence
     from epic_edge.protocols import Embedder
+    from epic_edge.question_gate import QuestionGate
     from epic_edge.ranking import BrevityEvidence, ConfidenceEvidence
     from epic_edge.settings import MemorySettings
     from epic_edge.stages import Steering
@@ -57,10 +58,13 @@ def lookup(
     gate: float | None = None,
     item_gate: float | None = None,
     min_score: float | None = None,
+    question_gate: QuestionGate | None = None,
 ) -> Retrieval:
-    """Gate: no memory when E(q)·E(p*) < gate and no entry scores >= item_gate for the raw
-    question (the evidence an implicit question leaves: "Where should we eat?" is far from
-    "I am vegan" but close to a stored restaurant). Floor: hits below min_score drop."""
+    """Gate: no memory when the question gate reads the question as one no preference bears
+    on ("When's the plumber coming?"), or when E(q)·E(p*) < gate and no entry scores >=
+    item_gate for the raw question (the evidence an implicit question leaves: "Where should we
+    eat?" is far from "I am vegan" but close to a stored restaurant). Floor: hits below
+    min_score drop."""
     timings: dict[str, float] = {}
     clock = [time.perf_counter()]
 
@@ -82,6 +86,12 @@ def lookup(
         query = q
     lap("steer")
     reason = f"closest preference at similarity {similarity:.3f}"
+    if question_gate is not None:
+        unrelated = float(question_gate.probability(q))
+        if unrelated >= question_gate.threshold:
+            return Retrieval([], preference, similarity, False,
+                             f"the question reads as one no preference bears on (question "
+                             f"gate {unrelated:.3f} >= {question_gate.threshold:.3f})", timings)
     if gate is not None and similarity < gate:
         evidence = (raw if raw is not None else best_raw_score(memory, q)
                     ) if item_gate is not None else None
@@ -156,14 +166,20 @@ def eased_weight(weight: float, best: float, ease_from: float | None, off_from: 
     return weight * (off_from - best) / (off_from - start)
 
 
-def uses_memory(similarity: Any, best_entry: Any, gate: float | None, item_gate: Any) -> Any:
-    """The memory-use decision: the closest preference passes `gate`, or the best entry for
-    the raw question passes `item_gate` (None switches a test off; no gate: always). Scalars
-    for one lookup, or numpy arrays of recorded evidence (the bench decides them all at once)."""
+def uses_memory(similarity: Any, best_entry: Any, gate: float | None, item_gate: Any,
+                unrelated: Any = None, question_cut: float | None = None) -> Any:
+    """The memory-use decision: the question gate's P(no preference bears) `unrelated` stays
+    under `question_cut`, and the closest preference passes `gate` or the best entry for the
+    raw question passes `item_gate` (None switches a test off; no gate: always, the question
+    gate too). Scalars for one lookup, or numpy arrays of recorded evidence (the bench decides
+    them all at once)."""
     if gate is None:
         return np.ones(np.shape(similarity), dtype=bool) if np.ndim(similarity) else True
     by_entry = item_gate is not None and best_entry is not None and best_entry >= item_gate
-    return (similarity >= gate) | by_entry
+    if question_cut is None or unrelated is None:
+        return (similarity >= gate) | by_entry
+    # NaN (no question gate recorded) never withholds
+    return ((similarity >= gate) | by_entry) & ~(np.asarray(unrelated) >= question_cut)
 
 
 def best_raw_score(memory: Searched, q: np.ndarray) -> float:

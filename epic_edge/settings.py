@@ -23,7 +23,9 @@ class MemorySettings:
 
     k: hits per lookup. gate / item_gate / item_gate_quantile: the memory-use gate
     (epic_edge.retrieval; the quantile sets the item gate from this memory's background cut,
-    epic_edge.background). min_score: hits scoring below it drop. hedge, steer_weight,
+    epic_edge.background). question_gate: the file of the question gate that withholds memory
+    from a question no preference bears on (epic_edge.question_gate; a shipped name or a path
+    in the model folder). min_score: hits scoring below it drop. hedge, steer_weight,
     steer_by: how a question is steered (stages.Steering); ease_steering_from,
     no_steering_from: the raw question's best entry score from which the pull eases, and at
     which it stops (retrieval.eased_weight; unset: always the full pull). lexical,
@@ -36,6 +38,7 @@ class MemorySettings:
     gate: float | None = None
     item_gate: float | None = None
     item_gate_quantile: float | None = None
+    question_gate: str | None = None
     min_score: float | None = None
     hedge: float | None = None
     steer_weight: float = PAPER_STEER_WEIGHT

@@ -171,8 +171,10 @@ def test_a_real_run_with_the_linux_cpu_models(tmp_path):
         assert row["bytes"]["epic_file"] > 0 and row["keep"]["kept"] <= 12
         assert row["gate"] == shipped  # the profile's gate holds for its own embedder
         for q in row["per_question"]:  # the recorded evidence replays the gate's decision
-            assert q["used_memory"] == bool(uses_memory(*q["evidence"], row["gate"],
-                                                        row["item_cut"]))
+            similarity, best, unrelated = q["evidence"]
+            assert q["used_memory"] == bool(uses_memory(similarity, best, row["gate"],
+                                                        row["item_cut"], unrelated,
+                                                        row["question_cut"]))
     se = summary["recall"]["all"]["store-everything"]["mean"]
     assert 0 < se <= 1  # the same embedder's cosine finds some answer item
     for kind in ("preference", "no_preference"):

@@ -140,15 +140,31 @@ def test_cohen_kappa_and_agreement():
 
 
 def test_choose_gate_keeps_own_questions_and_refuses_the_rest():
-    # rows: closest preference, best entry, the memory's item cut at that quantile
-    own = np.array([[0.5, 0.1, 0.3], [0.05, 0.45, 0.3], [0.4, 0.4, 0.3], [0.3, 0.25, 0.2]])
-    none = np.array([[0.1, 0.2, 0.3], [0.15, 0.1, 0.3], [0.35, 0.1, 0.3]])
+    # rows: closest preference, best entry, the memory's item cut at that quantile, the
+    # question gate's P(no preference bears) (NaN: no question gate)
+    nan = np.nan
+    own = np.array([[0.5, 0.1, 0.3, nan], [0.05, 0.45, 0.3, nan], [0.4, 0.4, 0.3, nan],
+                    [0.3, 0.25, 0.2, nan]])
+    none = np.array([[0.1, 0.2, 0.3, nan], [0.15, 0.1, 0.3, nan], [0.35, 0.1, 0.3, nan]])
     loose = own.copy()
     loose[:, 2] = 0.0  # a quantile so low that every question passes
-    best = choose_gate({0.9: own, 0.5: loose}, {0.9: none, 0.5: none * [1, 1, 0]},
+    best = choose_gate({0.9: own, 0.5: loose}, {0.9: none, 0.5: none * [1, 1, 0, 1]},
                        min_refused=1.0)
     assert best["no_memory_own"] == 0.0 and best["item_gate_quantile"] == 0.9
     assert used(own, best["gate"]).all() and best["no_memory_none"] == pytest.approx(1.0)
+
+
+def test_the_question_gate_withholds_what_it_reads_as_unrelated_whatever_the_rest():
+    rows = np.array([[0.9, 0.9, 0.3, 0.8], [0.9, 0.9, 0.3, 0.2], [0.9, 0.9, 0.3, np.nan]])
+    assert used(rows, 0.2, question=0.7).tolist() == [False, True, True]
+    assert used(rows, 0.2).all()  # no question gate in force
+    # the closest preference alone cannot pass a question the gate withholds, so the
+    # choice can refuse the no-preference row with a low gate that keeps every own question
+    own = np.array([[0.3, 0.1, 0.5, 0.1], [0.25, 0.1, 0.5, 0.2]])
+    none = np.array([[0.4, 0.1, 0.5, 0.9]])
+    best = choose_gate({0.9: own}, {0.9: none}, min_refused=1.0, question=0.7)
+    assert best["no_memory_own"] == 0.0 and best["gate"] <= 0.25
+    assert choose_gate({0.9: own}, {0.9: none}, min_refused=1.0)["no_memory_own"] == 1.0
 
 
 def test_an_item_cut_follows_the_memory_it_is_measured_in():
@@ -158,5 +174,8 @@ def test_an_item_cut_follows_the_memory_it_is_measured_in():
     assert used(rows, gate=0.2).tolist() == [True, False]
     assert with_cut([[0.1, 0.3]], background, 0.9, item_gate=0.25)[0, 2] == 0.25
     assert not used(with_cut([[0.1, 0.9]], [], 0.9), gate=0.2)[0]  # no background: no cut
+    # a recorded question gate P travels as the last column (None: there was none)
+    assert with_cut([[0.1, 0.46, 0.8], [0.1, 0.46, None]], background, 0.9)[:, 3].tolist()[0] \
+        == 0.8 and np.isnan(with_cut([[0.1, 0.46, None]], background, 0.9)[0, 3])
 
 

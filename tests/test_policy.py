@@ -47,10 +47,23 @@ def test_gate_keeps_memory_out_of_factual_questions(persona_memory):
     for question in FACTUAL:
         found = persona_memory.lookup(question)
         assert not found.used_memory and found.hits == []
-        assert "far from every preference" in found.reason
+        assert "no preference bears on" in found.reason  # the question gate, first
         assert persona_memory.context(question) == ""
         # gate and floor off: hits come back
         assert persona_memory.lookup(question, gate=-1.0, min_score=-1.0).hits
+
+
+def test_without_the_question_gate_the_preference_gate_still_keeps_them_out(persona_memory):
+    shipped = persona_memory.settings
+    persona_memory.settings = shipped.replace(question_gate=None)
+    try:
+        assert persona_memory.question_gate is None
+        for question in FACTUAL:
+            found = persona_memory.lookup(question)
+            assert not found.used_memory and "far from every preference" in found.reason
+    finally:
+        persona_memory.settings = shipped
+    assert persona_memory.question_gate is not None
 
 
 def test_gate_lets_the_personas_own_questions_through(persona_memory):
@@ -78,10 +91,12 @@ def test_int8_vectors_are_4x_smaller_and_agree(tmp_path, profile, embedder, refe
         with _memory(tmp_path / f"{fmt}.epic", profile, embedder, reference_models, fmt) as m:
             m.add_preferences(persona["preferences"])
             m.ingest(corpus)
-            tops[fmt] = [{h.item_text for h in m.retrieve(q, 5)} for q in questions]
+            # the gate off: this compares rankings, whatever the gate decides
+            tops[fmt] = [{h.item_text for h in m.retrieve(q, 5, gate=-1.0)} for q in questions]
             sizes[fmt] = m.footprint()["vectors"]
         with _memory(tmp_path / f"{fmt}.epic", profile, embedder, reference_models) as again:
-            assert [{h.item_text for h in again.retrieve(q, 5)} for q in questions] == tops[fmt]
+            assert [{h.item_text for h in again.retrieve(q, 5, gate=-1.0)}
+                    for q in questions] == tops[fmt]
     assert sizes["float32"] / sizes["int8"] >= 3.5
     overlap = [len(a & b) / max(len(a), 1) for a, b in zip(tops["int8"], tops["float32"])]
     assert sum(overlap) / len(overlap) >= 0.95

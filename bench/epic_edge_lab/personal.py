@@ -139,6 +139,7 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
                "random": pm.random_buffer(ids, sizes, payload, seed)}
     where = {i: n for n, i in enumerate(ids)}
     rows = []
+    asks = memory.question_gate
     for question, qv in zip(persona.questions, questions):
         found = memory.lookup(question.text, k)
         ranked = {"epic": [item_of[h.entry_id] for h in found.hits],
@@ -153,8 +154,10 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
         rows.append({"id": question.id, "prefs": list(question.prefs),
                      "answers": list(question.answers), "used_memory": bool(found.used_memory),
                      "held": pm.recall_at_k(list(kept), question.answers, len(kept)),
-                     # the gate's evidence: closest preference, best entry for the raw question
-                     "evidence": [found.similarity, best_raw_score(memory, qv)],
+                     # the gate's evidence: closest preference, best entry for the raw
+                     # question, the question gate's P(no preference bears) (None: no gate)
+                     "evidence": [found.similarity, best_raw_score(memory, qv),
+                                  None if asks is None else float(asks.probability(qv))],
                      "ranked": ranked,
                      "recall": {name: pm.recall_at_k(r, question.answers, k)
                                 for name, r in ranked.items()}})
@@ -163,6 +166,7 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
             "questions": pm.question_figures(rows, SYSTEMS), "per_question": rows,
             "kept": {item: sorted(p) for item, p in kept.items()}, "evicted": evicted,
             "gate": memory.settings.gate, "item_cut": memory.item_gate_now(),
+            "question_cut": None if asks is None else asks.threshold,
             "buffers": {name: len(held) for name, held in buffers.items()},
             "bytes": {"epic_file": int(parts["total"]), "epic_payload": int(payload),
                       "recency_payload": sum(sizes[i] for i in buffers["recency"]),

@@ -101,14 +101,19 @@ def question_figures(rows: Sequence[Mapping[str, Any]], systems: Sequence[str]
 
 
 def memory_given_by(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Of one budget's no-preference questions given memory, how many passed the gate by
-    their closest preference (>= gate) and how many by their best entry alone (>= item cut)."""
-    out = {"questions": 0, "given": 0, "by_preference": 0, "by_entry_only": 0}
+    """Of one budget's no-preference questions, how many the question gate withheld memory
+    from, and of those given memory, how many passed the gate by their closest preference
+    (>= gate) and how many by their best entry alone (>= item cut)."""
+    out = {"questions": 0, "by_question_gate": 0, "given": 0, "by_preference": 0,
+           "by_entry_only": 0}
     for row in rows:
         for q in row["per_question"]:
             if q["prefs"]:
                 continue
             out["questions"] += 1
+            cut, evidence = row.get("question_cut"), q["evidence"]
+            if cut is not None and len(evidence) > 2 and evidence[2] >= cut:
+                out["by_question_gate"] += 1
             if q["used_memory"]:
                 out["given"] += 1
                 by_pref = row["gate"] is None or q["evidence"][0] >= row["gate"]

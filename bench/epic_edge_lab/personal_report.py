@@ -85,9 +85,10 @@ def budget_section(result: dict[str, Any], budget: str, s: dict[str, Any],
         ["no memory for no-preference questions (target >= 90%)",
          _ci(gate["no_preference"], pct=True)],
         ["no memory for preference questions (target <= 5%)", _ci(gate["preference"], pct=True)],
-        ["no-preference Qs given memory (by closest preference >= gate, by best entry alone)",
-         "{given} of {questions}: {by_preference}, {by_entry_only}".format(
-             **s["memory_given_by"])],
+        ["no-preference Qs withheld by the question gate; given memory (by closest "
+         "preference >= gate, by best entry alone)",
+         "{by_question_gate} of {questions}; {given}: {by_preference}, {by_entry_only}".format(
+             **{"by_question_gate": 0, **s["memory_given_by"]})],
         ["EPIC memory file, median bytes (payload: items, instructions, vectors)",
          f"{size.get('epic_file', 0):,.0f} ({size.get('epic_payload', 0):,.0f})"],
         ["store-everything file, median bytes (payload in EPIC's format)",

@@ -19,6 +19,7 @@ from epic_edge.memory import Memory
 from epic_edge.models import model_dir
 from epic_edge.profiles import load_profile
 from epic_edge.protocols import Embedder
+from epic_edge.question_gate import QuestionGate
 from epic_edge.registry import create
 from epic_edge.retrieval import uses_memory
 
@@ -54,51 +55,65 @@ def persona_requests(kind: str, root: Path | None = None) -> dict[int, list[str]
 
 
 def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,
-             item_vectors: np.ndarray) -> np.ndarray:
-    """Per question: (closest preference cosine, best kept item cosine), the two signals a
-    memory-use decision can read; -1 where the memory holds no item."""
+             item_vectors: np.ndarray, question_gate: QuestionGate | None = None) -> np.ndarray:
+    """Per question: (closest preference cosine, best kept item cosine, the question gate's
+    P(no preference bears)), the signals a memory-use decision reads; -1 where the memory
+    holds no item, NaN where there is no question gate."""
     pref = (question_vectors @ pref_vectors.T).max(axis=1)
     item = ((question_vectors @ item_vectors.T).max(axis=1) if len(item_vectors)
             else np.full(len(question_vectors), -1.0))
-    return np.stack([pref, item], axis=1).astype(np.float64)
+    unrelated = (question_gate.probability(question_vectors) if question_gate is not None
+                 else np.full(len(question_vectors), np.nan))
+    return np.stack([pref, item, unrelated], axis=1).astype(np.float64)
+
+
+def question_cut(retrieval: dict[str, Any]) -> float | None:
+    """The threshold of the question gate a profile's [retrieval] names (None: none)."""
+    gate = QuestionGate.named(retrieval.get("question_gate"))
+    return None if gate is None else gate.threshold
 
 
 def with_cut(rows: Any, background: Any, quantile: float | None,
              item_gate: float | None = None) -> np.ndarray:
     """Evidence rows plus the item cut in force for their memory: a fixed item_gate, else the
     `quantile` of the background questions' best-entry scores (`background` evidence rows)."""
-    rows = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+    rows = [list(row) for row in rows]
+    rows = np.asarray([[*row[:2], row[2] if len(row) > 2 and row[2] is not None else np.nan]
+                       for row in rows], np.float64).reshape(-1, 3)
     if item_gate is not None:
         cut = float(item_gate)
     elif quantile is not None and len(background):
-        cut = item_threshold(np.asarray(background, np.float64).reshape(-1, 2)[:, 1], quantile)
+        cut = item_threshold(np.asarray([row[1] for row in background], np.float64), quantile)
     else:
         cut = np.inf
-    return np.column_stack([rows, np.full(len(rows), cut)])
+    return np.column_stack([rows[:, :2], np.full(len(rows), cut), rows[:, 2]])
 
 
-def used(rows: np.ndarray, gate: float | None) -> np.ndarray:
-    """Which rows (closest preference, best entry, item cut) get memory: the runtime's rule,
-    epic_edge.retrieval.uses_memory, over every row at once."""
-    return uses_memory(rows[:, 0], rows[:, 1], gate, rows[:, 2])
+def used(rows: np.ndarray, gate: float | None, question: float | None = None) -> np.ndarray:
+    """Which rows (closest preference, best entry, item cut, the question gate's P) get
+    memory under `gate` and the question gate's threshold `question` (None: off): the
+    runtime's rule, epic_edge.retrieval.uses_memory, over every row at once."""
+    return uses_memory(rows[:, 0], rows[:, 1], gate, rows[:, 2], rows[:, 3], question)
 
 
 def choose_gate(own: dict[float, np.ndarray], none: dict[float, np.ndarray],
-                min_refused: float = 0.80, grid: np.ndarray | None = None) -> dict[str, float]:
+                min_refused: float = 0.80, grid: np.ndarray | None = None,
+                question: float | None = None) -> dict[str, float]:
     """Memory is used when the closest preference >= gate OR the best kept item beats the
     memory's background cut at quantile q (rows per q: preference, best entry, cut).
 
     Picks, on the given rows, the (gate, q) that refuses memory to at least `min_refused` of
     the questions that bear on no preference and withholds it from the fewest of the personas'
-    own questions (implicit questions included); ties go to more refusals."""
+    own questions (implicit questions included); ties go to more refusals. `question`: the
+    question gate's threshold, in force throughout (None: none)."""
     grid = np.round(np.arange(0.10, 0.65, 0.01), 2) if grid is None else grid
     best: dict[str, float] = {}
     for quantile in own:
         for gate in grid:
-            refused = 1.0 - float(used(none[quantile], gate).mean())
+            refused = 1.0 - float(used(none[quantile], gate, question).mean())
             if refused < min_refused:
                 continue
-            withheld = 1.0 - float(used(own[quantile], gate).mean())
+            withheld = 1.0 - float(used(own[quantile], gate, question).mean())
             if not best or (withheld, -refused) < (best["no_memory_own"],
                                                    -best["no_memory_none"]):
                 best = {"gate": float(gate), "item_gate_quantile": float(quantile),
@@ -153,17 +168,19 @@ def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
                           p["policy_evidence"][kind], p["policy_evidence"]["background"],
                           quantile, item_gate)
                  for p in personas if split_of(p["persona"]) == split]
-        return np.concatenate(parts) if parts else np.empty((0, 3))
+        return np.concatenate(parts) if parts else np.empty((0, 4))
 
     extra = tuple(kind for kind in REQUESTS
                   if all(kind in p["policy_evidence"] for p in personas))
+    question = question_cut(retrieval)  # in force for every setting below
     chosen = choose_gate({q: rows("dev", "own", q) for q in QUANTILES},
-                         {q: rows("dev", "none", q) for q in QUANTILES})
+                         {q: rows("dev", "none", q) for q in QUANTILES}, question=question)
     settings = {"chosen on dev": (chosen.get("gate"), chosen.get("item_gate_quantile"), None),
                 "profile": (retrieval.get("gate"), retrieval.get("item_gate_quantile"),
                             retrieval.get("item_gate"))}
     return {"chosen_on_dev": chosen, "rates": {
-        name: {split: {kind: 1.0 - float(used(rows(split, kind, q, fixed), gate).mean())
+        name: {split: {kind: 1.0 - float(used(rows(split, kind, q, fixed), gate,
+                                              question).mean())
                        for kind in ("own", "own:prefwiki", "own:prefeval", "none", *extra)}
                 for split in ("dev", "test")}
         for name, (gate, q, fixed) in settings.items()}}

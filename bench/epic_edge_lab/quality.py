@@ -105,6 +105,7 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         if cluster is not None:
             cluster.close()
     config = {key: prof.retrieval.get(key) for key in ("gate", "item_gate", "item_gate_quantile")}
+    config["question_cut"] = policy.question_cut(prof.retrieval)
     result = {
         "bench": "quality", "split": split, "corpus": corpus, "chunks": len(items),
         "judged_set": str(judged_root or "bench/judged"),
@@ -131,14 +132,15 @@ def withheld_questions(result: dict[str, Any], questions: list[relevance.Questio
                        config: dict[str, Any]) -> set[str]:
     """The questions EPIC's memory-use decision (epic_edge.retrieval.lookup) gives no memory
     under `config`, from recorded evidence (closest preference similarity, best entry for the
-    raw question) and each memory's background evidence (its item cut at a quantile)."""
+    raw question, the question gate's P where recorded) and each memory's background evidence
+    (its item cut at a quantile)."""
     personas = {p["persona"]: p.get("policy_evidence") or {} for p in result["per_persona"]}
     out = set()
     for q in questions:
-        row = policy.with_cut([result["epic_evidence"][q.qid][:2]],
+        row = policy.with_cut([result["epic_evidence"][q.qid]],
                               personas[q.persona].get("background", []),
                               config.get("item_gate_quantile"), config.get("item_gate"))
-        if not policy.used(row, config.get("gate"))[0]:
+        if not policy.used(row, config.get("gate"), config.get("question_cut"))[0]:
             out.add(q.qid)
     return out
 

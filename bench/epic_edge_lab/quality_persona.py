@@ -96,9 +96,12 @@ def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int
         ungated = epic.memory.lookup(q.question, k, gate=-1.0)  # same ranking, gate off
         ranked["coarse+fine"] = [h.item_text for h in found_raw.hits]
         ranked["epic"] = [h.item_text for h in ungated.hits]
-        evidence[q.qid] = [ungated.similarity, best_raw_score(epic.memory, qv)]
-        assert found.used_memory == uses_memory(*evidence[q.qid], epic.memory.settings.gate,
-                                                epic.memory.item_gate_now())
+        asks = epic.memory.question_gate
+        evidence[q.qid] = [ungated.similarity, best_raw_score(epic.memory, qv),
+                           None if asks is None else float(asks.probability(qv))]
+        assert found.used_memory == uses_memory(
+            *evidence[q.qid][:2], epic.memory.settings.gate, epic.memory.item_gate_now(),
+            evidence[q.qid][2], None if asks is None else asks.threshold)
         for name, ms in zip(SYSTEMS, (ms0, ms1, ms2, ms3, ms4)):
             cells[name]["ms"].append(ms)
         for name, raw in (("store-everything", None), ("store-everything+steer", pref_vectors),
@@ -123,7 +126,8 @@ def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int
             for t in texts:
                 passages[relevance.passage_id(t)] = relevance.passage_record(t, source.get(t))
     policy_rows = _policy_evidence(question_sets, embedder, pref_vectors,
-                                   epic.memory.store.entry_vectors(embedder.dim)[1])
+                                   epic.memory.store.entry_vectors(embedder.dim)[1],
+                                   epic.memory.question_gate)
     rows, unique = entry_rows(epic.memory), list(dict.fromkeys(pref_texts))
     sizes = {"store-everything": everything.bytes(), "coarse": coarse.bytes(),
              "epic": epic.bytes()}
@@ -154,7 +158,7 @@ def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int
 
 
 def _policy_evidence(question_sets: dict[str, list[str]], embedder: Any, pref_vectors: np.ndarray,
-                     entry_vectors: np.ndarray) -> dict[str, list]:
+                     entry_vectors: np.ndarray, question_gate: Any = None) -> dict[str, list]:
     """Memory-use evidence for the persona's `question_sets` ("own": all its questions,
     PrefWiki's personas: theirs and PrefEval's; "implicit" / "unrelated": everyday requests
     its preferences bear on without naming them / none of them bears on, where the judged set
@@ -164,7 +168,8 @@ def _policy_evidence(question_sets: dict[str, list[str]], embedder: Any, pref_ve
     rows = {}
     for name, texts in (*question_sets.items(), ("none", policy.no_preference_questions()),
                         ("background", background_questions())):
-        rows[name] = policy.evidence(embedder.embed(texts), pref_vectors,
-                                     entry_vectors).round(4).tolist()
+        found = policy.evidence(embedder.embed(texts), pref_vectors, entry_vectors,
+                                question_gate).round(4)
+        rows[name] = [[*row[:2], None if np.isnan(row[2]) else row[2]] for row in found.tolist()]
     return rows
 

@@ -96,10 +96,11 @@ class EpicMemory:
         # the profile's gate and ranking whatever embedder the bench is handed (Memory.open
         # keeps them for the profile's model only; tests hand a stand-in); hedge and weight
         # are read when the preferences load below. The bench calibrates the background cut
-        # itself (bench/epic_edge_lab/policy.py)
+        # itself (bench/epic_edge_lab/policy.py). The question gate reads the embedder's own
+        # vectors: it stays only where Memory.open kept it (the profile's model)
         self.memory.settings = MemorySettings.from_retrieval(
             getattr(profile, "retrieval", {}) or {}, k=self.memory.settings.k
-        ).replace(item_gate_quantile=None)
+        ).replace(item_gate_quantile=None, question_gate=self.memory.settings.question_gate)
         self.prefs = self.memory.add_preferences(preferences)
         self._item_links: dict[str, frozenset] = {}
         self.stages: dict[str, float] = {}

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                            "decision; check or pack its artifact"),
     "train-keep-score": ("epic_edge_lab.cli.train_keep_score", "fit the keep score on the "
                                                                "personal set's dev personas"),
+    "train-question-gate": ("epic_edge_lab.cli.train_question_gate", "fit the question gate "
+                                                                     "on labelled questions"),
 }
 
 
