@@ -37,7 +37,7 @@ class CalibratedScore:
             data = json.loads(path.read_text(encoding="utf-8"))
             score = cls(np.asarray(data["weights"], np.float64), float(data["bias"]),
                         float(data["slope"]), float(data["offset"]), float(data["threshold"]),
-                        str(data.get("trained_on", "")))
+                        str(data.get("trained_on", "")), **cls.options_of(data))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ProfileError(f"{cls.WHAT} {path} is unreadable ({type(exc).__name__}: "
                                f"{exc})") from None
@@ -46,6 +46,11 @@ class CalibratedScore:
             raise ProfileError(f"{cls.WHAT} {path}: threshold must be in (0, 1) and the "
                                f"weights one finite vector")
         return score
+
+    @classmethod
+    def options_of(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A subclass's own fields, from its file (none here)."""
+        return {}
 
     @classmethod
     def named(cls: type[Scored], name: str | None, models: Path | None = None

@@ -128,7 +128,7 @@ def _query_rows(memory: Memory, questions: list[str], prefs: list[str], runs: in
     asks = getattr(memory, "question_gate", None)
     for n in range(warmup + runs if asks is not None else 0):  # the gate that runs first
         t0 = time.perf_counter()
-        asks.probability(query)
+        asks.probability(query, questions[0])
         if n >= warmup:
             samples["question_gate"].append(time.perf_counter() - t0)
     return {row: summarize(values) for row, values in samples.items()

@@ -255,7 +255,7 @@ class Memory(inspection.Inspecting):
         gate = self._settings.gate if gate is None else gate
         return lookup(self, question, k, steer=steer, gate=gate,
                       question_gate=self.question_gate if gate is not None and gate > -1.0
-                      else None,
+                      else None, question_gate_below=self._settings.question_gate_below,
                       item_gate=self.item_gate_now() if item_gate is None else item_gate,
                       min_score=self._settings.min_score if min_score is None else min_score)
 

@@ -33,7 +33,7 @@ RETRIEVAL_OPTIONS = {"k": POSITIVE, "gate": COSINE, "item_gate": COSINE, "min_sc
                      "lexical": Option(float, min=0.0),
                      "confidence": Option(float, min=0.0),
                      "brevity": Option(float, min=0.0),
-                     "question_gate": TEXT,
+                     "question_gate": TEXT, "question_gate_below": COSINE,
                      "calibrated_for": TEXT}
 # [budget]: the limits a memory created with this profile starts with (epic_edge.maintenance)
 BUDGET_OPTIONS = {"max_entries": POSITIVE, "max_bytes": POSITIVE,

@@ -59,9 +59,11 @@ def lookup(
     item_gate: float | None = None,
     min_score: float | None = None,
     question_gate: QuestionGate | None = None,
+    question_gate_below: float | None = None,
 ) -> Retrieval:
     """Gate: no memory when the question gate reads the question as one no preference bears
-    on ("When's the plumber coming?"), or when E(q)·E(p*) < gate and no entry scores >=
+    on ("When's the plumber coming?") and its closest preference is below
+    question_gate_below, or when E(q)·E(p*) < gate and no entry scores >=
     item_gate for the raw question (the evidence an implicit question leaves: "Where should we
     eat?" is far from "I am vegan" but close to a stored restaurant). Floor: hits below
     min_score drop."""
@@ -86,8 +88,9 @@ def lookup(
         query = q
     lap("steer")
     reason = f"closest preference at similarity {similarity:.3f}"
-    if question_gate is not None:
-        unrelated = float(question_gate.probability(q))
+    if question_gate is not None and (question_gate_below is None
+                                      or similarity < question_gate_below):
+        unrelated = float(question_gate.probability(q, question))
         if unrelated >= question_gate.threshold:
             return Retrieval([], preference, similarity, False,
                              f"the question reads as one no preference bears on (question "
@@ -167,19 +170,23 @@ def eased_weight(weight: float, best: float, ease_from: float | None, off_from: 
 
 
 def uses_memory(similarity: Any, best_entry: Any, gate: float | None, item_gate: Any,
-                unrelated: Any = None, question_cut: float | None = None) -> Any:
+                unrelated: Any = None, question_cut: float | None = None,
+                question_below: float | None = None) -> Any:
     """The memory-use decision: the question gate's P(no preference bears) `unrelated` stays
-    under `question_cut`, and the closest preference passes `gate` or the best entry for the
-    raw question passes `item_gate` (None switches a test off; no gate: always, the question
-    gate too). Scalars for one lookup, or numpy arrays of recorded evidence (the bench decides
-    them all at once)."""
+    under `question_cut` (or the closest preference reaches `question_below`), and the closest
+    preference passes `gate` or the best entry for the raw question passes `item_gate` (None
+    switches a test off; no gate: always, the question gate too). Scalars for one lookup, or
+    numpy arrays of recorded evidence (the bench decides them all at once)."""
     if gate is None:
         return np.ones(np.shape(similarity), dtype=bool) if np.ndim(similarity) else True
     by_entry = item_gate is not None and best_entry is not None and best_entry >= item_gate
     if question_cut is None or unrelated is None:
         return (similarity >= gate) | by_entry
     # NaN (no question gate recorded) never withholds
-    return ((similarity >= gate) | by_entry) & ~(np.asarray(unrelated) >= question_cut)
+    withheld = np.asarray(unrelated) >= question_cut
+    if question_below is not None:
+        withheld = withheld & (np.asarray(similarity) < question_below)
+    return ((similarity >= gate) | by_entry) & ~withheld
 
 
 def best_raw_score(memory: Searched, q: np.ndarray) -> float:

@@ -25,8 +25,9 @@ class MemorySettings:
     (epic_edge.retrieval; the quantile sets the item gate from this memory's background cut,
     epic_edge.background). question_gate: the file of the question gate that withholds memory
     from a question no preference bears on (epic_edge.question_gate; a shipped name or a path
-    in the model folder). min_score: hits scoring below it drop. hedge, steer_weight,
-    steer_by: how a question is steered (stages.Steering); ease_steering_from,
+    in the model folder); question_gate_below: it withholds only where the closest preference
+    is below this similarity (unset: everywhere). min_score: hits scoring below it drop. hedge,
+    steer_weight, steer_by: how a question is steered (stages.Steering); ease_steering_from,
     no_steering_from: the raw question's best entry score from which the pull eases, and at
     which it stops (retrieval.eased_weight; unset: always the full pull). lexical,
     confidence, brevity: the ranking's evidence weights (epic_edge.ranking).
@@ -39,6 +40,7 @@ class MemorySettings:
     item_gate: float | None = None
     item_gate_quantile: float | None = None
     question_gate: str | None = None
+    question_gate_below: float | None = None
     min_score: float | None = None
     hedge: float | None = None
     steer_weight: float = PAPER_STEER_WEIGHT

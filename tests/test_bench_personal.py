@@ -174,7 +174,8 @@ def test_a_real_run_with_the_linux_cpu_models(tmp_path):
             similarity, best, unrelated = q["evidence"]
             assert q["used_memory"] == bool(uses_memory(similarity, best, row["gate"],
                                                         row["item_cut"], unrelated,
-                                                        row["question_cut"]))
+                                                        row["question_cut"],
+                                                        row["question_below"]))
     se = summary["recall"]["all"]["store-everything"]["mean"]
     assert 0 < se <= 1  # the same embedder's cosine finds some answer item
     for kind in ("preference", "no_preference"):

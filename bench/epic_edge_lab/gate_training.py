@@ -6,7 +6,8 @@ and 14 questions each, labelled by their writer and a blind reader, where both a
 judged set's dev questions and dev personas' implicit requests (preferences bear on all of
 them); and the runtime's background questions (general knowledge, arithmetic, definitions,
 chit-chat: none bears). A question is positive when no preference of its persona bears on it.
-Recipe: an L2 logistic over the embedder's unit vector of the question; a Platt fit on scores
+Recipe: an L2 logistic over the embedder's unit vector of the question and its hashed word
+counts (epic_edge.question_gate.gate_features); a Platt fit on scores
 cross-fitted over five persona folds makes it a probability; the threshold is the probability
 at which those cross-fitted scores still give memory to `served` of the personal kinds'
 preference questions (the personal set's and the written set's: the harder regime).
@@ -23,14 +24,18 @@ import numpy as np
 
 from epic_edge.background import background_questions
 from epic_edge.errors import InvalidInputError
-from epic_edge.question_gate import QuestionGate
+from epic_edge.question_gate import QuestionGate, gate_features
 from epic_edge_lab import PERSONAL, relevance
 from epic_edge_lab.keep_training import FOLDS, auc, logistic
 from epic_edge_lab.personal_data import Persona
 
 GATE_SET = PERSONAL.parent / "gate" / "questions.jsonl"
-C = 3.0  # the L2 strength: of 0.3, 1, 3, 10 and 30, the most no-preference questions withheld
-# at 97% of preference questions served (personal kinds, cross-fitted; docs/personal-stream.md)
+# the L2 strength and the word features' size and weight, chosen on the dev questions by the
+# no-preference questions withheld at 97% of preference questions served, cross-fitted by
+# persona and across writers (docs/personal-stream.md)
+C = 3.0
+BUCKETS = 2048
+WORD_SCALE = 2.0
 
 
 @dataclass
@@ -114,11 +119,12 @@ def rates(y: np.ndarray, withheld: np.ndarray) -> dict[str, float | None]:
 
 
 def train(data: Questions, vectors: np.ndarray, served: float, trained_on: str,
-          c: float = C) -> tuple[QuestionGate, dict[str, Any]]:
+          c: float = C, buckets: int = BUCKETS, scale: float = WORD_SCALE
+          ) -> tuple[QuestionGate, dict[str, Any]]:
     """Fit on every question; calibrate and set the threshold from cross-fitted scores."""
     if not 0.0 < served < 1.0:
         raise InvalidInputError(f"--served must be in (0, 1), got {served}")
-    x, y = np.asarray(vectors, np.float64), data.unrelated
+    x, y = gate_features(vectors, data.text, buckets, scale), data.unrelated
     held = cross_fitted(x, y, folds(data.persona), c)
     slope, offset = logistic(held[:, None], y, 1e6)
     prob = 1.0 / (1.0 + np.exp(-(slope[0] * held + offset)))
@@ -131,9 +137,11 @@ def train(data: Questions, vectors: np.ndarray, served: float, trained_on: str,
               "auc_cross_fitted": auc(y, held),
               "cross_fitted": {"personal kinds": rates(y[personal_kinds],
                                                       withheld[personal_kinds])},
-              "threshold": threshold, "served": served, "c": c}
+              "threshold": threshold, "served": served, "c": c, "buckets": buckets,
+              "word_scale": scale}
     for name in dict.fromkeys(data.source):
         part = source == name
         report["cross_fitted"][name] = {"questions": int(part.sum()),
                                         **rates(y[part], withheld[part])}
-    return QuestionGate(weights, bias, float(slope[0]), offset, threshold, trained_on), report
+    return QuestionGate(weights, bias, float(slope[0]), offset, threshold, trained_on, buckets,
+                        scale), report

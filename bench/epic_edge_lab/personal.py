@@ -157,7 +157,8 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
                      # the gate's evidence: closest preference, best entry for the raw
                      # question, the question gate's P(no preference bears) (None: no gate)
                      "evidence": [found.similarity, best_raw_score(memory, qv),
-                                  None if asks is None else float(asks.probability(qv))],
+                                  None if asks is None else
+                                  float(asks.probability(qv, question.text))],
                      "ranked": ranked,
                      "recall": {name: pm.recall_at_k(r, question.answers, k)
                                 for name, r in ranked.items()}})
@@ -167,6 +168,7 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
             "kept": {item: sorted(p) for item, p in kept.items()}, "evicted": evicted,
             "gate": memory.settings.gate, "item_cut": memory.item_gate_now(),
             "question_cut": None if asks is None else asks.threshold,
+            "question_below": memory.settings.question_gate_below,
             "buffers": {name: len(held) for name, held in buffers.items()},
             "bytes": {"epic_file": int(parts["total"]), "epic_payload": int(payload),
                       "recency_payload": sum(sizes[i] for i in buffers["recency"]),

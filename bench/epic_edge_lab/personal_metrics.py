@@ -111,8 +111,9 @@ def memory_given_by(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
             if q["prefs"]:
                 continue
             out["questions"] += 1
-            cut, evidence = row.get("question_cut"), q["evidence"]
-            if cut is not None and len(evidence) > 2 and evidence[2] >= cut:
+            cut, below, evidence = row.get("question_cut"), row.get("question_below"), q["evidence"]
+            if (cut is not None and len(evidence) > 2 and evidence[2] >= cut
+                    and (below is None or evidence[0] < below)):
                 out["by_question_gate"] += 1
             if q["used_memory"]:
                 out["given"] += 1

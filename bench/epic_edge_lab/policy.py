@@ -55,14 +55,16 @@ def persona_requests(kind: str, root: Path | None = None) -> dict[int, list[str]
 
 
 def evidence(question_vectors: np.ndarray, pref_vectors: np.ndarray,
-             item_vectors: np.ndarray, question_gate: QuestionGate | None = None) -> np.ndarray:
+             item_vectors: np.ndarray, question_gate: QuestionGate | None = None,
+             texts: list[str] | None = None) -> np.ndarray:
     """Per question: (closest preference cosine, best kept item cosine, the question gate's
-    P(no preference bears)), the signals a memory-use decision reads; -1 where the memory
-    holds no item, NaN where there is no question gate."""
+    P(no preference bears), which reads the questions' `texts` too), the signals a memory-use
+    decision reads; -1 where the memory holds no item, NaN where there is no question gate."""
     pref = (question_vectors @ pref_vectors.T).max(axis=1)
     item = ((question_vectors @ item_vectors.T).max(axis=1) if len(item_vectors)
             else np.full(len(question_vectors), -1.0))
-    unrelated = (question_gate.probability(question_vectors) if question_gate is not None
+    unrelated = (question_gate.probability(question_vectors, texts or [])
+                 if question_gate is not None
                  else np.full(len(question_vectors), np.nan))
     return np.stack([pref, item, unrelated], axis=1).astype(np.float64)
 
@@ -89,31 +91,33 @@ def with_cut(rows: Any, background: Any, quantile: float | None,
     return np.column_stack([rows[:, :2], np.full(len(rows), cut), rows[:, 2]])
 
 
-def used(rows: np.ndarray, gate: float | None, question: float | None = None) -> np.ndarray:
+def used(rows: np.ndarray, gate: float | None, question: float | None = None,
+         below: float | None = None) -> np.ndarray:
     """Which rows (closest preference, best entry, item cut, the question gate's P) get
-    memory under `gate` and the question gate's threshold `question` (None: off): the
-    runtime's rule, epic_edge.retrieval.uses_memory, over every row at once."""
-    return uses_memory(rows[:, 0], rows[:, 1], gate, rows[:, 2], rows[:, 3], question)
+    memory under `gate` and the question gate's threshold `question` (None: off), applied
+    below the closest-preference similarity `below`: the runtime's rule,
+    epic_edge.retrieval.uses_memory, over every row at once."""
+    return uses_memory(rows[:, 0], rows[:, 1], gate, rows[:, 2], rows[:, 3], question, below)
 
 
 def choose_gate(own: dict[float, np.ndarray], none: dict[float, np.ndarray],
                 min_refused: float = 0.80, grid: np.ndarray | None = None,
-                question: float | None = None) -> dict[str, float]:
+                question: float | None = None, below: float | None = None) -> dict[str, float]:
     """Memory is used when the closest preference >= gate OR the best kept item beats the
     memory's background cut at quantile q (rows per q: preference, best entry, cut).
 
     Picks, on the given rows, the (gate, q) that refuses memory to at least `min_refused` of
     the questions that bear on no preference and withholds it from the fewest of the personas'
-    own questions (implicit questions included); ties go to more refusals. `question`: the
-    question gate's threshold, in force throughout (None: none)."""
+    own questions (implicit questions included); ties go to more refusals. `question`,
+    `below`: the question gate's threshold and similarity bound, in force throughout."""
     grid = np.round(np.arange(0.10, 0.65, 0.01), 2) if grid is None else grid
     best: dict[str, float] = {}
     for quantile in own:
         for gate in grid:
-            refused = 1.0 - float(used(none[quantile], gate, question).mean())
+            refused = 1.0 - float(used(none[quantile], gate, question, below).mean())
             if refused < min_refused:
                 continue
-            withheld = 1.0 - float(used(own[quantile], gate, question).mean())
+            withheld = 1.0 - float(used(own[quantile], gate, question, below).mean())
             if not best or (withheld, -refused) < (best["no_memory_own"],
                                                    -best["no_memory_none"]):
                 best = {"gate": float(gate), "item_gate_quantile": float(quantile),
@@ -172,15 +176,17 @@ def calibrate(per_persona: list[dict[str, Any]], retrieval: dict[str, Any],
 
     extra = tuple(kind for kind in REQUESTS
                   if all(kind in p["policy_evidence"] for p in personas))
-    question = question_cut(retrieval)  # in force for every setting below
+    # the question gate is in force for every setting below
+    question, below = question_cut(retrieval), retrieval.get("question_gate_below")
     chosen = choose_gate({q: rows("dev", "own", q) for q in QUANTILES},
-                         {q: rows("dev", "none", q) for q in QUANTILES}, question=question)
+                         {q: rows("dev", "none", q) for q in QUANTILES}, question=question,
+                         below=below)
     settings = {"chosen on dev": (chosen.get("gate"), chosen.get("item_gate_quantile"), None),
                 "profile": (retrieval.get("gate"), retrieval.get("item_gate_quantile"),
                             retrieval.get("item_gate"))}
     return {"chosen_on_dev": chosen, "rates": {
-        name: {split: {kind: 1.0 - float(used(rows(split, kind, q, fixed), gate,
-                                              question).mean())
+        name: {split: {kind: 1.0 - float(used(rows(split, kind, q, fixed), gate, question,
+                                              below).mean())
                        for kind in ("own", "own:prefwiki", "own:prefeval", "none", *extra)}
                 for split in ("dev", "test")}
         for name, (gate, q, fixed) in settings.items()}}

@@ -105,7 +105,8 @@ def run(split: str = "all", *, corpus: str = "device", personas: str | None = No
         if cluster is not None:
             cluster.close()
     config = {key: prof.retrieval.get(key) for key in ("gate", "item_gate", "item_gate_quantile")}
-    config["question_cut"] = policy.question_cut(prof.retrieval)
+    config.update(question_cut=policy.question_cut(prof.retrieval),
+                  question_below=prof.retrieval.get("question_gate_below"))
     result = {
         "bench": "quality", "split": split, "corpus": corpus, "chunks": len(items),
         "judged_set": str(judged_root or "bench/judged"),
@@ -140,7 +141,8 @@ def withheld_questions(result: dict[str, Any], questions: list[relevance.Questio
         row = policy.with_cut([result["epic_evidence"][q.qid]],
                               personas[q.persona].get("background", []),
                               config.get("item_gate_quantile"), config.get("item_gate"))
-        if not policy.used(row, config.get("gate"), config.get("question_cut"))[0]:
+        if not policy.used(row, config.get("gate"), config.get("question_cut"),
+                           config.get("question_below"))[0]:
             out.add(q.qid)
     return out
 

@@ -98,10 +98,11 @@ def run_persona(persona: dict, question_sets: dict[str, list[str]], p_index: int
         ranked["epic"] = [h.item_text for h in ungated.hits]
         asks = epic.memory.question_gate
         evidence[q.qid] = [ungated.similarity, best_raw_score(epic.memory, qv),
-                           None if asks is None else float(asks.probability(qv))]
+                           None if asks is None else float(asks.probability(qv, q.question))]
         assert found.used_memory == uses_memory(
             *evidence[q.qid][:2], epic.memory.settings.gate, epic.memory.item_gate_now(),
-            evidence[q.qid][2], None if asks is None else asks.threshold)
+            evidence[q.qid][2], None if asks is None else asks.threshold,
+            epic.memory.settings.question_gate_below)
         for name, ms in zip(SYSTEMS, (ms0, ms1, ms2, ms3, ms4)):
             cells[name]["ms"].append(ms)
         for name, raw in (("store-everything", None), ("store-everything+steer", pref_vectors),
@@ -169,7 +170,7 @@ def _policy_evidence(question_sets: dict[str, list[str]], embedder: Any, pref_ve
     for name, texts in (*question_sets.items(), ("none", policy.no_preference_questions()),
                         ("background", background_questions())):
         found = policy.evidence(embedder.embed(texts), pref_vectors, entry_vectors,
-                                question_gate).round(4)
+                                question_gate, texts).round(4)
         rows[name] = [[*row[:2], None if np.isnan(row[2]) else row[2]] for row in found.tolist()]
     return rows
 
