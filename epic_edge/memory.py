@@ -51,9 +51,12 @@ class Memory(inspection.Inspecting):
         profile: Profile | None = None,
         vector_format: str = "float32",
         entry_vector: str = LEGACY_ENTRY_VECTOR,
+        model_dir: Path | None = None,
     ) -> None:
         """`settings`: how it ranks, gates and merges (default: every knob off but
-        consolidation; Memory.open builds them from the profile)."""
+        consolidation; Memory.open builds them from the profile). `model_dir`: where a
+        question gate the settings name by a relative path lives (default: the model folder,
+        epic_edge.models)."""
         self.store = store
         self.embedder = embedder
         self.tau = float(tau)
@@ -69,7 +72,8 @@ class Memory(inspection.Inspecting):
         self._lock = self.entry_index.lock  # one lock: index, preferences, verifier
         self._settings = settings or MemorySettings()
         self.background = self._background(self._settings)
-        self.question_gate = QuestionGate.named(self._settings.question_gate)
+        self._models = model_dir
+        self.question_gate = QuestionGate.named(self._settings.question_gate, model_dir)
         self._reload()
 
     @property
@@ -85,7 +89,7 @@ class Memory(inspection.Inspecting):
             if settings.item_gate_quantile != old.item_gate_quantile:
                 self.background = self._background(settings)
             if settings.question_gate != old.question_gate:
-                self.question_gate = QuestionGate.named(settings.question_gate)
+                self.question_gate = QuestionGate.named(settings.question_gate, self._models)
             if (settings.hedge, settings.steer_weight, settings.steer_by) != (
                     old.hedge, old.steer_weight, old.steer_by):
                 self.reload_preferences()

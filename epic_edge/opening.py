@@ -78,7 +78,7 @@ def open_memory(cls: Callable[..., Opened], path: str | Path, profile: str | Pat
         kind = entry_vector or str(prof.index.get("entry_vector", LEGACY_ENTRY_VECTOR))
         settings = MemorySettings.from_profile(prof, calibrated, k)
         memory = cls(store, emb, idx, tau=tau, settings=settings, verifier=factory,
-                     profile=prof, vector_format=fmt, entry_vector=kind)
+                     profile=prof, vector_format=fmt, entry_vector=kind, model_dir=models)
         if created and prof.budget and not read_only:
             # a new memory starts with the profile's budget; an existing one keeps its own
             Budget(**prof.budget).save(store)

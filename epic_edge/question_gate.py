@@ -8,9 +8,10 @@ taste, a limit or a rule could change. The question gate is a logistic model ove
 unit vector of the question and hashed counts of its words (its first one, two and three words,
 and each word: "remind me to", "how do i"), trained by the lab (`epic-edge-lab
 train-question-gate`) on labelled everyday questions, and calibrated so that its output is a
-probability. A lookup
-withholds memory when P(no preference bears) reaches `threshold`, whatever the other evidence
-(docs/personal-stream.md has how it was chosen and what it costs).
+probability. A lookup withholds memory when P(no preference bears) reaches `threshold` and the
+question's closest preference is below the profile's `question_gate_below`, whatever the other
+evidence (epic_edge.retrieval.question_withholds; docs/personal-stream.md has how it was chosen
+and what it costs).
 """
 
 from __future__ import annotations

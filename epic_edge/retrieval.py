@@ -88,10 +88,10 @@ def lookup(
         query = q
     lap("steer")
     reason = f"closest preference at similarity {similarity:.3f}"
-    if question_gate is not None and (question_gate_below is None
-                                      or similarity < question_gate_below):
+    if question_gate is not None:
         unrelated = float(question_gate.probability(q, question))
-        if unrelated >= question_gate.threshold:
+        if question_withholds(similarity, unrelated, question_gate.threshold,
+                              question_gate_below):
             return Retrieval([], preference, similarity, False,
                              f"the question reads as one no preference bears on (question "
                              f"gate {unrelated:.3f} >= {question_gate.threshold:.3f})", timings)
@@ -180,13 +180,22 @@ def uses_memory(similarity: Any, best_entry: Any, gate: float | None, item_gate:
     if gate is None:
         return np.ones(np.shape(similarity), dtype=bool) if np.ndim(similarity) else True
     by_entry = item_gate is not None and best_entry is not None and best_entry >= item_gate
-    if question_cut is None or unrelated is None:
-        return (similarity >= gate) | by_entry
-    # NaN (no question gate recorded) never withholds
-    withheld = np.asarray(unrelated) >= question_cut
-    if question_below is not None:
-        withheld = withheld & (np.asarray(similarity) < question_below)
-    return ((similarity >= gate) | by_entry) & ~withheld
+    return ((similarity >= gate) | by_entry) & ~question_withholds(
+        similarity, unrelated, question_cut, question_below)
+
+
+def question_withholds(similarity: Any, unrelated: Any, cut: float | None,
+                       below: float | None = None) -> Any:
+    """The question gate's part of the decision: its P(no preference bears) `unrelated`
+    reaches `cut` while the closest preference is below `below` (None: at any similarity).
+    Never without a gate or a reading (None, or NaN where none was recorded). Numpy bools, for
+    one lookup or an array of recorded evidence."""
+    if cut is None or unrelated is None:
+        return np.zeros(np.shape(similarity), dtype=bool) if np.ndim(similarity) else np.False_
+    withheld = np.asarray(unrelated, np.float64) >= cut
+    if below is not None:
+        withheld = withheld & (np.asarray(similarity) < below)
+    return withheld
 
 
 def best_raw_score(memory: Searched, q: np.ndarray) -> float:

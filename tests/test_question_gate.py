@@ -136,6 +136,23 @@ def test_without_it_the_stream_lets_the_lookups_in(personal_memory):
     assert any(personal_memory.lookup(q).used_memory for q in LOOKUPS)
 
 
+def test_a_profile_names_its_question_gate_relative_to_the_memorys_model_folder(
+        tmp_path, reference_models):
+    models = tmp_path / "models"
+    models.mkdir()
+    for entry in reference_models.iterdir():
+        (models / entry.name).symlink_to(entry)
+    own = QuestionGate.named("question-gate.json").to_dict() | {"threshold": 0.99}
+    (models / "gates").mkdir()
+    (models / "gates" / "mine.json").write_text(json.dumps(own))
+    profile = tmp_path / "mine.toml"
+    shipped = load_profile("linux-cpu").path.read_text(encoding="utf-8")
+    profile.write_text(shipped.replace('question_gate = "question-gate.json"',
+                                       'question_gate = "gates/mine.json"'))
+    with Memory.open(tmp_path / "m.epic", profile, model_dir=models) as memory:
+        assert memory.question_gate.threshold == 0.99
+
+
 def test_another_embedder_turns_the_question_gate_off(tmp_path, reference_models):
     with Memory.open(tmp_path / "m.epic", model_dir=reference_models,
                      embedder=BagOfWordsEmbedder(), tau=0.2) as memory:

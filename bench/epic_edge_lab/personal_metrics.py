@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.retrieval import question_withholds
 from epic_edge_lab.judged_metrics import bootstrap_ci
 from epic_edge_lab.personal_data import Persona
 
@@ -111,9 +112,10 @@ def memory_given_by(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
             if q["prefs"]:
                 continue
             out["questions"] += 1
-            cut, below, evidence = row.get("question_cut"), row.get("question_below"), q["evidence"]
-            if (cut is not None and len(evidence) > 2 and evidence[2] >= cut
-                    and (below is None or evidence[0] < below)):
+            evidence = q["evidence"]
+            if len(evidence) > 2 and question_withholds(evidence[0], evidence[2],
+                                                        row.get("question_cut"),
+                                                        row.get("question_below")):
                 out["by_question_gate"] += 1
             if q["used_memory"]:
                 out["given"] += 1

@@ -79,9 +79,8 @@ def with_cut(rows: Any, background: Any, quantile: float | None,
              item_gate: float | None = None) -> np.ndarray:
     """Evidence rows plus the item cut in force for their memory: a fixed item_gate, else the
     `quantile` of the background questions' best-entry scores (`background` evidence rows)."""
-    rows = [list(row) for row in rows]
-    rows = np.asarray([[*row[:2], row[2] if len(row) > 2 and row[2] is not None else np.nan]
-                       for row in rows], np.float64).reshape(-1, 3)
+    rows = np.asarray([[row[0], row[1], row[2] if len(row) > 2 and row[2] is not None
+                        else np.nan] for row in rows], np.float64).reshape(-1, 3)
     if item_gate is not None:
         cut = float(item_gate)
     elif quantile is not None and len(background):
