@@ -42,12 +42,16 @@ def test_a_point_scores_each_split_and_takes_epic_from_a_replay(tmp_path):
 
 def test_the_section_renders_every_point_and_split(tmp_path):
     run, _ = _run(tmp_path, "run.json", epic="same")
-    curve = {"points": {"1MB": budget_curve.point(run, None, "t")},
+    point = budget_curve.point(run, None, "t")
+    cell = {axis: {"estimate": 0.01} for axis in ("aligned", "answers", "both")}
+    point["buffers"] = {"test": {"recency": cell, "random": {**cell, "both": {"estimate": 0.0}}}}
+    curve = {"points": {"1MB": point},
              "personal": {"1MB": {"keep_recall": 0.9, "keep_precision": 0.6, "epic": 0.45,
                                   "store_everything": 0.5, "recency": 0.3}}, "note": "why"}
     (tmp_path / "budget-curve.json").write_text(json.dumps(curve))
     text = "\n".join(budget_curve.section(tmp_path))
     assert "why" in text and text.count("| 1MB ") == 2 and "0.90 at 0.60" in text
+    assert "0.010 / 0.010 / 0.010; 0.010 / 0.010 / 0.000" in text
     assert budget_curve.section(tmp_path / "missing") == []
 
 
@@ -58,3 +62,13 @@ def test_a_bad_point_is_a_one_line_usage_error(tmp_path, capsys, spec):
     assert stopped.value.code == 2 and not (tmp_path / "curve.json").exists()
     err = capsys.readouterr().err
     assert ("no such run file" if "missing" in spec else "bad point") in err
+
+
+def test_buffers_for_a_point_not_given_are_a_one_line_usage_error(tmp_path, capsys):
+    run, _ = _run(tmp_path, "run.json", epic="same")
+    estimate = tmp_path / "est.json"
+    estimate.write_text("{}")
+    with pytest.raises(SystemExit) as stopped:
+        budget_curve.main([f"1MB={run}", "--buffers", f"4MB:test={estimate}",
+                           "--json", str(tmp_path / "curve.json")])
+    assert stopped.value.code == 2 and "bad --buffers" in capsys.readouterr().err

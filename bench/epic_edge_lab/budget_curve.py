@@ -71,13 +71,23 @@ def section(out: Path) -> list[str]:
                          f"{e['unjudged']:.1%}", p["epic_from"],
                          (f"{personal['keep_recall']:.2f} at {personal['keep_precision']:.2f}; "
                           f"{personal['epic']:.3f} vs {personal['store_everything']:.3f}")
-                         if personal and split == "dev" else ""])
+                         if personal and split == "dev" else "",
+                         _buffers(p.get("buffers", {}).get(split))])
     head = ["budget", "split", "MB (median)", "EPIC aligned", "answers", "both",
             "EPIC minus SE (aligned / answers / both)", "coarse + fine aligned / answers",
             "unjudged", "EPIC lists from", "personal dev: keep recall at precision; top-5 "
-                                           "(pref Qs) vs SE"]
+                                           "(pref Qs) vs SE",
+            "equal-size recency; random buffer (aligned / answers / both, estimated)"]
     return ["### Quality against budget (`python -m epic_edge_lab.budget_curve`)", "",
             curve.get("note", ""), "", common.table(rows, head), ""]
+
+
+def _buffers(found: dict[str, Any] | None) -> str:
+    """"0.030 / 0.012 / 0.006; 0.031 / ..." from an epic_edge_lab.buffers estimate."""
+    if not found:
+        return ""
+    return "; ".join(" / ".join(f"{found[name][a]['estimate']:.3f}" for a in AXES[:3])
+                     for name in ("recency", "random"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the replay's try that is the shipped ranking")
     p.add_argument("--personal", type=Path, default=None,
                    help="a `bench personal --budgets ...` run whose budgets are the points'")
+    p.add_argument("--buffers", action="append", default=[], metavar="NAME:SPLIT=EST.json",
+                   help="a point's equal-size buffers on one split, estimated by "
+                        "`python -m epic_edge_lab.buffers estimate` (repeatable)")
     p.add_argument("--note", default="",
                    help="what the runs were, printed above the table in BENCHMARKS.md")
     p.add_argument("--json", type=Path, required=True)
@@ -108,6 +121,13 @@ def main(argv: list[str] | None = None) -> int:
             personal[name] = personal_row(extra, budget)
         print(name, {s: {a: round(points[name][s]["epic"][a], 3) for a in AXES}
                      for s in ("dev", "test")})
+    for spec in args.buffers:
+        where, _, path = spec.partition("=")
+        name, _, split = where.partition(":")
+        if name not in points or split not in ("dev", "test") or not Path(path).is_file():
+            p.error(f"bad --buffers {spec!r}: use NAME:SPLIT=ESTIMATE.json for a point given")
+        points[name].setdefault("buffers", {})[split] = json.loads(
+            Path(path).read_text(encoding="utf-8"))
     args.json.write_text(json.dumps({"points": points, "personal": personal, "note": args.note},
                                     indent=1) + "\n", encoding="utf-8")
     return 0
