@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,9 @@ from epic_edge.items import MAX_ITEM_CHARS, checked_id, without_surrogates
 from epic_edge.limits import MAX_PREFERENCE_CHARS, clean_text
 
 FORMAT = "epic-edge-memory"
-VERSION = 1
+VERSION = 2  # 2: the tombstones of forgotten items travel ("forgotten" lines)
+READS = (1, 2)
+TOMBSTONE_PROBE = "epic-edge tombstone probe"  # hashed by the header: do two memories agree?
 
 
 @dataclass
@@ -29,6 +31,7 @@ class Export:
     preferences: dict[int, str]
     items: dict[int, dict[str, Any]]
     entries: list[dict[str, Any]]
+    forgotten: list[bytes] = field(default_factory=list)  # tombstones (content hashes)
 
 
 def _field(record: dict[str, Any], name: str, kinds: type | tuple[type, ...], where: str) -> Any:
@@ -75,6 +78,17 @@ def vector_values(text: Any, dim: Any, where: str) -> np.ndarray:
     if not np.isfinite(vector).all() or not vector.any():
         raise InvalidInputError(f"{where}: \"vector\" is not finite or is all zeros")
     return vector
+
+
+def hash_value(text: Any, where: str) -> bytes:
+    """A content hash as an export writes it (base64 of 16 bytes)."""
+    try:
+        value = base64.b64decode(str(text), validate=True) if isinstance(text, str) else b""
+    except ValueError:
+        value = b""
+    if len(value) != 16:
+        raise InvalidInputError(f"{where} is not a content hash (base64 of 16 bytes)")
+    return value
 
 
 def _entry(record: dict[str, Any], parsed: Export, where: str) -> dict[str, Any]:
@@ -127,9 +141,10 @@ def read_export(path: str | Path) -> Export:
             if not isinstance(record, dict):
                 raise InvalidInputError(f"{where}: expected a JSON object")
             if lineno == 1:
-                if record.get("format") != FORMAT or record.get("version") != VERSION:
+                if record.get("format") != FORMAT or record.get("version") not in READS:
                     raise InvalidInputError(f"{path} is not an epic-edge memory export "
-                                            f"(format {FORMAT!r}, version {VERSION})")
+                                            f"(format {FORMAT!r}, version "
+                                            f"{' or '.join(map(str, READS))})")
                 parsed.header = record
                 continue
             kind = record.get("kind")
@@ -140,6 +155,8 @@ def read_export(path: str | Path) -> Export:
                 parsed.items[_field(record, "id", int, where)] = _item(record, where)
             elif kind == "entry":
                 parsed.entries.append(_entry(record, parsed, where))
+            elif kind == "forgotten":
+                parsed.forgotten.append(hash_value(record.get("hash"), f"{where}: \"hash\""))
             else:
                 raise InvalidInputError(f"{where}: unknown kind {kind!r}")
     if not parsed.header:

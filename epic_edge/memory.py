@@ -302,10 +302,11 @@ class Memory(inspection.Inspecting):
         """Write the whole memory (preferences, items, entries) to a JSONL file (owner-only)."""
         return transfer.export_memory(self, path)
 
-    def import_jsonl(self, path: str | Path | transfer.Export) -> dict[str, int]:
+    def import_jsonl(self, path: str | Path | transfer.Export,
+                     allow_forgotten: bool = False) -> dict[str, int]:
         """Merge an `export_jsonl` file into this memory (all of it or, on error, nothing);
-        re-embeds if the embedder differs."""
-        return transfer.import_memory(self, path)
+        re-embeds if the embedder differs; forgotten items stay out unless allowed."""
+        return transfer.import_memory(self, path, allow_forgotten)
 
     # -- upkeep (entries, forget, explain, footprint, info: inspection.Inspecting) ----------
     def set_budget(

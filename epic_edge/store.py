@@ -294,6 +294,12 @@ class MemoryStore(StoreWrites, CheckedReads, SQLiteFile):
         return {bytes(r[0]) for r in
                 self.query(f"SELECT hash FROM forgotten WHERE hash IN ({marks})", keys)}
 
+    def tombstones(self) -> list[bytes]:
+        """Every content hash `forget` left a tombstone for."""
+        if not self.has_table("forgotten"):
+            return []
+        return [bytes(r[0]) for r in self.query("SELECT hash FROM forgotten ORDER BY hash")]
+
     def has_table(self, table: str) -> bool:
         """Whether the file has `table` (a file of an older schema, opened read-only, may not)."""
         return bool(self.query("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",

@@ -14,7 +14,7 @@ from typing import Any, Protocol, TextIO
 
 import numpy as np
 
-from epic_edge.backup_file import FORMAT, VERSION, Export, read_export
+from epic_edge.backup_file import FORMAT, TOMBSTONE_PROBE, VERSION, Export, read_export
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester, Judged
 from epic_edge.instructions import stored_form
@@ -48,7 +48,8 @@ def export_memory(memory: Moved, path: str | Path) -> dict[str, int]:
     path = Path(path)
     header = {"format": FORMAT, "version": VERSION, "embedder": memory.embedder.fingerprint,
               "dim": dim, "entry_vector": store.entry_vector, "tau": memory.tau,
-              "ids_hashed": store.sealer.enabled, "exported_at": time.time()}
+              "ids_hashed": store.sealer.enabled, "exported_at": time.time(),
+              "tombstone_probe": _probe(store.sealer)}
     prefs = store.preferences(dim)[0]  # a damaged row is left out (and logged)
     created = dict(store.query("SELECT id, created_at FROM preferences"))
     item_created = dict(store.query("SELECT id, created_at FROM items"))
@@ -75,8 +76,18 @@ def export_memory(memory: Moved, path: str | Path) -> dict[str, int]:
                       "instruction": e.instruction, "confidence": e.confidence,
                       "created_at": e.created_at, "updated_at": e.updated_at,
                       "vector": _vector_text(vector)})
+        tombstones = store.tombstones()  # forgotten stays forgotten wherever it is restored
+        for key in tombstones:
+            line({"kind": "forgotten", "hash": base64.b64encode(key).decode("ascii")})
     return {"preferences": len(prefs), "items": len(by_item),
-            "entries": sum(len(entries) for entries in by_item.values())}
+            "entries": sum(len(entries) for entries in by_item.values()),
+            "forgotten": len(tombstones)}
+
+
+def _probe(sealer: Any) -> str:
+    """A fixed text's content hash: equal in two memories whose tombstones mean the same
+    (both without a key, or with the same key)."""
+    return base64.b64encode(sealer.content_hash(TOMBSTONE_PROBE)).decode("ascii")
 
 
 @contextmanager
@@ -104,14 +115,17 @@ def _private_replacement(path: Path) -> Iterator[TextIO]:
         raise
 
 
-def import_memory(memory: Moved, source: str | Path | Export) -> dict[str, int]:
+def import_memory(memory: Moved, source: str | Path | Export,
+                  allow_forgotten: bool = False) -> dict[str, int]:
     """Merge an export (a path, or one read_export checked) into this memory. The whole file
     is checked before anything is written; then its new preferences, items and entries are
     written in one transaction: all of them, or on any error none.
 
     Entry vectors are reused when the export's embedder and entry_vector are this memory's;
     otherwise each entry is embedded again as ingest would (by its item, its instruction or
-    both). Returns counts added or updated.
+    both). The export's tombstones come along where they mean the same (no key on either
+    side, or the same key), and an item forgotten here or there stays out unless
+    `allow_forgotten` (which lifts its tombstone). Returns counts added or updated.
     """
     data = source if isinstance(source, Export) else read_export(source)
     memory.sync()
@@ -131,18 +145,22 @@ def import_memory(memory: Moved, source: str | Path | Export) -> dict[str, int]:
     hashed = bool(data.header.get("ids_hashed"))
     keys = {old: sealer.content_hash(item["text"], item["external_id"])
             for old, item in data.items.items()}
-    linked = {e["item"] for e in data.entries}
+    carried = data.forgotten if data.header.get("tombstone_probe") == _probe(sealer) else []
+    blocked = set() if allow_forgotten else set(carried) | memory.store.forgotten(keys.values())
+    skipped = {old for old, key in keys.items() if key in blocked}
+    entries_in = [e for e in data.entries if e["item"] not in skipped]
+    linked = {e["item"] for e in entries_in}
     items = {keys[old]: (" ".join(item["text"].split()), item["source"],
                          "" if hashed else item["external_id"])
              for old, item in data.items.items() if old in linked}
     if reuse:
-        vectors = normalize_rows(np.array([e["vector_values"] for e in data.entries],
+        vectors = normalize_rows(np.array([e["vector_values"] for e in entries_in],
                                           np.float32).reshape(-1, dim))
     else:  # embed again by the rule ingest follows for this memory's entry_vector
         item_keys = list(items)
         item_vectors = dict(zip(item_keys, memory.embedder.embed([items[k][0] for k in item_keys])
                                 if item_keys else []))
-        pending = [(keys[e["item"]], 0, e["instruction"], 0.0) for e in data.entries]
+        pending = [(keys[e["item"]], 0, e["instruction"], 0.0) for e in entries_in]
         vectors = BatchIngester(memory)._entry_vectors(pending, item_vectors)
     now = time.time()
     with memory.entry_index.lock:
@@ -154,12 +172,14 @@ def import_memory(memory: Moved, source: str | Path | Export) -> dict[str, int]:
             by_old = {old: Preference(stored[text], text)
                       for old, text in data.preferences.items()}
             pairs = {(keys[e["item"]], by_old[e["preference"]].id): (e, v)  # the last one wins
-                     for e, v in zip(data.entries, vectors)}
+                     for e, v in zip(entries_in, vectors)}
             records = [e for e, _ in pairs.values()]
             entries = [NewEntry(key, by_old[e["preference"]].id, stored_form(
                 e["instruction"], items[key][0], by_old[e["preference"]]), v, e["confidence"])
                 for (key, _), (e, v) in pairs.items()]
-            ids = store.write_batch(conn, items, entries, [], store.epoch)
+            store.add_tombstones(conn, carried)
+            ids = store.write_batch(conn, items, entries, [], store.epoch,
+                                    unforget=items if allow_forgotten else ())
             conn.executemany(
                 "UPDATE entries SET created_at = ?, updated_at = ? WHERE id = ?",
                 [(e["created_at"] or now, e["updated_at"] or now, i)
@@ -171,4 +191,6 @@ def import_memory(memory: Moved, source: str | Path | Export) -> dict[str, int]:
         evicted = evict_to_budget(store, memory.entry_index, Budget.load(store))
     return {"preferences": len(memory.preferences()) - len(known), "items": len(items),
             "entries": len(ids), "evicted": len(evicted),
-            "reembedded": 0 if reuse else len(data.entries)}
+            "reembedded": 0 if reuse else len(entries_in),
+            "forgotten": len(carried), "forgotten_not_carried": len(data.forgotten) - len(carried),
+            "skipped_forgotten": len(skipped)}

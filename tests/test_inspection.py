@@ -122,7 +122,7 @@ def test_explain_each_stage(filled):
 def test_export_import_round_trip_reuses_vectors(filled, tmp_path):
     path = tmp_path / "me.jsonl"
     counts = filled.export_jsonl(path)
-    assert counts == {"preferences": 2, "items": 2, "entries": 2}
+    assert counts == {"preferences": 2, "items": 2, "entries": 2, "forgotten": 0}
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     header = json.loads(path.read_text().splitlines()[0])
     assert header["format"] == "epic-edge-memory" and header["embedder"] == "bow:256"
@@ -135,6 +135,40 @@ def test_export_import_round_trip_reuses_vectors(filled, tmp_path):
         assert other.check().ok
         again = other.import_jsonl(path)  # importing twice adds nothing
         assert again["preferences"] == 0 and len(other.entries()) == 2 and other.check().ok
+
+
+def test_a_forgotten_item_stays_forgotten_through_backup_and_restore(filled, tmp_path):
+    old = tmp_path / "before.jsonl"
+    filled.export_jsonl(old)  # a backup that still holds note-1
+    filled.forget("note-1")
+    path = tmp_path / "after.jsonl"
+    assert filled.export_jsonl(path)["forgotten"] == 1
+    with open_fake(tmp_path / "new.epic") as other:
+        result = other.import_jsonl(path)
+        assert result["forgotten"] == 1 and result["forgotten_not_carried"] == 0
+        assert [e.external_id for e in other.entries()] == ["note-2"]
+        assert other.ingest([ITEMS[0]])[0].forgotten == 1  # the tombstone came along
+        stale = other.import_jsonl(old)  # an older backup does not bring it back
+        assert stale["skipped_forgotten"] == 1 and stale["entries"] == 1
+        assert [e.external_id for e in other.entries()] == ["note-2"] and other.check().ok
+    assert filled.import_jsonl(old)["skipped_forgotten"] == 1  # nor into the memory itself
+    assert [e.external_id for e in filled.entries()] == ["note-2"]
+    assert filled.import_jsonl(old, allow_forgotten=True)["skipped_forgotten"] == 0  # asked
+    assert sorted(e.external_id for e in filled.entries()) == ["note-1", "note-2"]
+    assert filled.ingest([ITEMS[0]])[0].forgotten == 0 and filled.check().ok  # tombstone gone
+
+
+def test_tombstones_made_under_another_key_are_reported_not_applied(filled, tmp_path):
+    pytest.importorskip("cryptography")
+    from epic_edge.crypto import Sealer
+
+    filled.forget("note-1")
+    path = tmp_path / "after.jsonl"
+    filled.export_jsonl(path)
+    with open_fake(tmp_path / "secret.epic", key=Sealer.new_key()) as other:
+        result = other.import_jsonl(path)
+        assert result["forgotten"] == 0 and result["forgotten_not_carried"] == 1
+        assert other.check().ok
 
 
 def test_import_reembeds_for_another_embedder(filled, tmp_path):
@@ -168,6 +202,9 @@ def test_import_follows_the_target_memorys_entry_vector(filled, tmp_path):
      "item not listed"),
     (['{"format": "epic-edge-memory", "version": 1}',
       '{"kind": "preference", "id": "a", "text": "x"}'], "field 'id'"),
+    (['{"format": "epic-edge-memory", "version": 3}'], "version 1 or 2"),
+    (['{"format": "epic-edge-memory", "version": 2}', '{"kind": "forgotten", "hash": "xyz"}'],
+     "not a content hash"),
 ])
 def test_a_bad_export_writes_nothing(fake_memory, tmp_path, lines, message):
     path = tmp_path / "bad.jsonl"

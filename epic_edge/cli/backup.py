@@ -26,5 +26,6 @@ def main(argv: list[str]) -> int:
         print_json({"file": str(args.file), **counts})
     else:
         print(f"wrote {args.file}: {plural(counts['preferences'], 'preference')}, "
-              f"{plural(counts['items'], 'item')}, {plural(counts['entries'], 'entry')}")
+              f"{plural(counts['items'], 'item')}, {plural(counts['entries'], 'entry')}, "
+              f"{plural(counts['forgotten'], 'forgotten item')} (kept forgotten on restore)")
     return 0
