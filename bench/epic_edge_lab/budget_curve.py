@@ -49,7 +49,7 @@ def personal_row(result: dict[str, Any], budget: str) -> dict[str, float]:
     return {"keep_recall": s["keep"]["keep_recall"]["mean"],
             "keep_precision": s["keep"]["keep_precision"]["mean"],
             "epic": pref["epic"]["mean"], "store_everything": pref["store-everything"]["mean"],
-            "recency": pref["recency"]["mean"]}
+            "recency": pref["recency"]["mean"], "random": pref["random"]["mean"]}
 
 
 def section(out: Path) -> list[str]:
@@ -70,13 +70,15 @@ def section(out: Path) -> list[str]:
                          f"{p[split]['coarse+fine']['answers']:.3f}",
                          f"{e['unjudged']:.1%}", p["epic_from"],
                          (f"{personal['keep_recall']:.2f} at {personal['keep_precision']:.2f}; "
-                          f"{personal['epic']:.3f} vs {personal['store_everything']:.3f}")
+                          f"{personal['epic']:.3f} vs {personal['store_everything']:.3f}"
+                          + (f"; buffers {personal['recency']:.3f} / {personal['random']:.3f}"
+                             if "random" in personal else ""))
                          if personal and split == "dev" else "",
                          _buffers(p.get("buffers", {}).get(split))])
     head = ["budget", "split", "MB (median)", "EPIC aligned", "answers", "both",
             "EPIC minus SE (aligned / answers / both)", "coarse + fine aligned / answers",
             "unjudged", "EPIC lists from", "personal dev: keep recall at precision; top-5 "
-                                           "(pref Qs) vs SE",
+                                           "(pref Qs) vs SE; recency / random buffer",
             "equal-size recency; random buffer (aligned / answers / both, estimated)"]
     return ["### Quality against budget (`python -m epic_edge_lab.budget_curve`)", "",
             curve.get("note", ""), "", common.table(rows, head), ""]
