@@ -83,8 +83,8 @@ def vector_values(text: Any, dim: Any, where: str) -> np.ndarray:
 def hash_value(text: Any, where: str) -> bytes:
     """A content hash as an export writes it (base64 of 16 bytes)."""
     try:
-        value = base64.b64decode(str(text), validate=True) if isinstance(text, str) else b""
-    except ValueError:
+        value = base64.b64decode(text, validate=True)
+    except (ValueError, TypeError):
         value = b""
     if len(value) != 16:
         raise InvalidInputError(f"{where} is not a content hash (base64 of 16 bytes)")

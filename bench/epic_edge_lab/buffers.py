@@ -29,7 +29,7 @@ import numpy as np
 from epic_edge_lab import common, corpora, pooling, relevance
 from epic_edge_lab.judged_metrics import score_list
 from epic_edge_lab.personal import item_bytes
-from epic_edge_lab.personal_metrics import random_buffer, recency_buffer
+from epic_edge_lab.personal_metrics import cosine_top, random_buffer, recency_buffer
 from epic_edge_lab.quality import rescore
 from epic_edge_lab.vectors import corpus_vectors
 
@@ -68,24 +68,28 @@ def ranked(vectors: np.ndarray, sizes: list[int], budget: float, questions: np.n
            k: int, seed: int) -> dict[str, tuple[list[int], list[list[int]], list[float]]]:
     """Per buffer: the chunks (rows of `vectors`, in stream order) it holds within `budget`
     bytes, each question's top k of them by cosine, and the milliseconds each ranking took."""
-    ids = list(range(len(sizes)))
+    ids, by_id = list(range(len(sizes))), dict(enumerate(sizes))
     out = {}
-    for name, chosen in (("recency", recency_buffer(ids, dict(enumerate(sizes)), budget)),
-                         ("random", random_buffer(ids, dict(enumerate(sizes)), budget, seed))):
-        rows = np.array(chosen, dtype=np.int64)
+    for name, chosen in (("recency", recency_buffer(ids, by_id, budget)),
+                         ("random", random_buffer(ids, by_id, budget, seed))):
+        held = vectors[chosen]  # the buffer's own vectors, gathered once
         lists, ms = [], []
         for q in questions:
             start = time.perf_counter()
-            order = np.argsort(-(vectors[rows] @ q), kind="stable")[:k] if len(rows) else []
-            lists.append([int(rows[i]) for i in order])
+            lists.append(cosine_top(q, held, chosen, k))
             ms.append((time.perf_counter() - start) * 1000)
         out[name] = (chosen, lists, ms)
     return out
 
 
+def asked(run: dict[str, Any], split: str) -> list[str]:
+    """The ids of the run's questions of `split`."""
+    return [q.qid for q in relevance.load_questions(split) if q.qid in run["retrieved"]]
+
+
 def unjudged(run: dict[str, Any], split: str, labels: dict) -> dict[str, list[tuple[str, str]]]:
     """Per buffer, its (question, passage) hits of `split` nobody has judged, in order."""
-    qids = [q.qid for q in relevance.load_questions(split) if q.qid in run["retrieved"]]
+    qids = asked(run, split)
     return {name: list(dict.fromkeys((qid, pid) for qid in qids
                                      for pid in run["retrieved"][qid][name][:run["k"]]
                                      if (qid, pid) not in labels)) for name in BUFFERS}
@@ -124,7 +128,7 @@ def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def estimate(run: dict[str, Any], split: str, sampled: dict[str, Any]) -> dict[str, Any]:
     """Each buffer's P@k per axis: its judged hits, plus the sampled rate for those unjudged."""
     labels = relevance.primary_labels(relevance.load_judgments())
-    qids = [q.qid for q in relevance.load_questions(split) if q.qid in run["retrieved"]]
+    qids = asked(run, split)
     left = unjudged(run, split, labels)
     k, out = run["k"], {}
     for name in BUFFERS:

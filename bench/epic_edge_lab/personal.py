@@ -147,10 +147,10 @@ def _measure(persona: personal_data.Persona, memory: Memory, ids: list[str],
                                      memory.lookup(question.text, k, steer=False).hits],
                   "epic-ungated": [item_of[h.entry_id] for h in
                                    memory.lookup(question.text, k, gate=-1.0).hits],
-                  "store-everything": _cosine_top(qv, vectors, ids, k)}
+                  "store-everything": pm.cosine_top(qv, vectors, ids, k)}
         for name, held in buffers.items():
             rows_of = [where[i] for i in held]
-            ranked[name] = _cosine_top(qv, vectors[rows_of], held, k)
+            ranked[name] = pm.cosine_top(qv, vectors[rows_of], held, k)
         rows.append({"id": question.id, "prefs": list(question.prefs),
                      "answers": list(question.answers), "used_memory": bool(found.used_memory),
                      "held": pm.recall_at_k(list(kept), question.answers, len(kept)),
@@ -187,13 +187,6 @@ def _entries(memory: Memory, pref_of: dict[int, str]
         item_of[int(entry_id)] = item
         kept.setdefault(item, set()).add(pref_of[int(pid)])
     return item_of, kept
-
-
-def _cosine_top(q: np.ndarray, vectors: np.ndarray, ids: list[str], k: int) -> list[str]:
-    if not ids:
-        return []
-    sims = np.asarray(vectors, np.float32) @ np.asarray(q, np.float32)
-    return [ids[i] for i in np.argsort(-sims, kind="stable")[:k]]
 
 
 def _item(item: dict[str, Any]) -> Item:

@@ -56,6 +56,15 @@ def recall_at_k(ranked: Sequence[str], answers: Iterable[str], k: int = 5) -> fl
     return _share(len(answers.intersection(top)), len(answers))
 
 
+def cosine_top(q: np.ndarray, vectors: np.ndarray, ids: Sequence[Any], k: int) -> list[Any]:
+    """The ids of the k rows of `vectors` (one per id) closest to `q` by dot product, ties in
+    the ids' order."""
+    if not len(ids):
+        return []
+    sims = np.asarray(vectors, np.float32) @ np.asarray(q, np.float32)
+    return [ids[i] for i in np.argsort(-sims, kind="stable")[:k]]
+
+
 def fit_prefix(order: Sequence[str], sizes: Mapping[str, int], budget: float) -> list[str]:
     """The longest prefix of `order` whose sizes sum to at most `budget` bytes."""
     out, used = [], 0
