@@ -59,3 +59,19 @@ def test_the_estimate_adds_the_sampled_rate_for_the_hits_left_unjudged(run):
     assert cell["estimate"] == pytest.approx(aligned_rate / 5 + 0.8 * aligned_rate)
     low, high = cell["interval"]
     assert low <= cell["estimate"] <= high
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["add", "missing.json", "--json", "out.json"], "not a saved `bench quality --json` run"),
+    (["sample", "missing.json", "--pairs", "0", "--out", "out"], "--pairs must be at least 1"),
+    (["estimate", "missing.json", "--sampled", "s.json"], "cannot read the run"),
+    (["estimate", "run.json", "--sampled", "s.json"], "holds no buffers"),
+])
+def test_bad_input_is_a_one_line_usage_error(tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run.json").write_text('{"retrieved": {"q": {"epic": []}}}')
+    (tmp_path / "s.json").write_text('{"pairs": {}}')
+    with pytest.raises(SystemExit) as stopped:
+        buffers.main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and message in err and "Traceback" not in err

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.errors import InvalidInputError
 from epic_edge_lab import common, corpora, pooling, relevance
 from epic_edge_lab.judged_metrics import score_list
 from epic_edge_lab.personal import item_bytes
@@ -172,6 +173,15 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--sampled", type=Path, required=True, help="the sample's sample.json")
     e.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.step == "sample" and args.pairs < 1:
+        ap.error("--pairs must be at least 1")
+    try:
+        _run_step(args)
+    except InvalidInputError as exc:
+        ap.error(str(exc))
+
+
+def _run_step(args: argparse.Namespace) -> None:
     if args.step == "add":
         result = add(pooling.saved_run(args.run), args.seed)
         result.pop("passages", None)  # results never hold corpus text
@@ -185,11 +195,27 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(sample(pooling.saved_run(args.run), args.split, args.pairs, args.out,
                                 args.seed), indent=1))
     else:
-        found = estimate(json.loads(args.run.read_text(encoding="utf-8")), args.split,
-                         json.loads(args.sampled.read_text(encoding="utf-8")))
+        run, sampled = _read(args.run, "run"), _read(args.sampled, "sample")
+        if any(set(BUFFERS) - set(lists) for lists in run.get("retrieved", {}).values()):
+            raise InvalidInputError(f"{args.run} holds no buffers: run `add` on it first")
+        if set(BUFFERS) - set(sampled.get("pairs", {})):
+            raise InvalidInputError(f"{args.sampled} is not a sample.json that `sample` wrote")
+        found = estimate(run, args.split, sampled)
         print(json.dumps(found, indent=1))
         if args.json:
             common.write_json(found, args.json)
+
+
+
+def _read(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object from `path`; a one-line error when it is missing or not JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"cannot read the {what} {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"the {what} {path} is not a JSON object")
+    return data
 
 
 if __name__ == "__main__":
