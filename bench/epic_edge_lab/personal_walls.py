@@ -1,0 +1,182 @@
+"""Where two personal-stream targets meet their walls, measured (docs/personal-stream.md).
+
+`top5`: from a saved `bench personal` run (what each memory kept, and under which preferences
+it filed it), the top-5 recall of the preference questions' answer items for rankings that know
+which preferences a question touches, which no lookup knows: the entries filed under them first,
+by cosine (the memory's filing; the set's labels as the filing of the memory's items; the
+labels over every item of the stream). Beside them: store-everything, cosine over the memory,
+how often the preference whose entries best match the question is one it touches (the
+best guess a lookup could make from its own memory) and how often the closest preference by
+text is, and the share of answer items that bear
+on a preference their question touches.
+`keep-writers`: the keep score's recipe fitted without one writer's dev personas at a time and
+scored on them (precision at keep recall 0.85, pooled and per writer), beside the shipped
+folds, which keep a writer's other personas in training. Writers wrote ten personas each
+(bench/personal/PROVENANCE.md): p01-p10, p11-p20, ...
+
+    python -m epic_edge_lab.personal_walls top5 bench/results/personal.json --split dev
+    python -m epic_edge_lab.personal_walls keep-writers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from epic_edge.errors import InvalidInputError
+from epic_edge_lab import keep_training
+from epic_edge_lab.personal_data import Persona
+from epic_edge_lab.personal_metrics import recall_at_k
+
+FIRST = 2.0  # added to a cosine (at most 1) to rank an entry before every other
+SYSTEMS = ("store-everything", "memory, cosine", "oracle, memory's filing",
+           "oracle, labels' filing of the memory's items", "oracle, labels' filing, every item")
+
+
+def _top(scores: np.ndarray, ids: Sequence[str], k: int) -> list[str]:
+    return [ids[i] for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def oracle_top5(personas: Sequence[Persona], kept: Mapping[int, Mapping[str, Sequence[str]]],
+                embed: Callable[[list[str]], np.ndarray], k: int = 5) -> dict[str, Any]:
+    """Mean top-k recall of the answer items per system over every preference question with
+    answers; `kept` maps a persona's number to its memory (item id -> preferences filed
+    under), as a `bench personal` run saves it."""
+    recall: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    guessed, closest, bearing = [], [], []
+    for persona in personas:
+        memory = kept[persona.number]
+        ids = [str(item["id"]) for item in persona.items]
+        vectors = embed([" ".join(str(item["text"]).split()) for item in persona.items])
+        held = np.array([i in memory for i in ids])
+        prefs = list(persona.preferences)
+        filed = np.array([[p in memory.get(i, ()) for p in prefs] for i in ids])
+        labels = np.array([[p in persona.bears_on.get(i, ()) for p in prefs] for i in ids])
+        mem_ids = [i for i, h in zip(ids, held) if h]
+        pref_vectors = embed([persona.preferences[p] for p in prefs])
+        for question in persona.questions:
+            if not question.prefs or not question.answers:
+                continue
+            q = embed([question.text])[0]
+            s = vectors @ q
+            touched = np.array([p in question.prefs for p in prefs])
+            closest.append(bool(touched[int(np.argmax(pref_vectors @ q))]))
+            bearing += [bool(persona.bears_on.get(a, frozenset()) & set(question.prefs))
+                        for a in question.answers]
+            lists = {"store-everything": _top(s, ids, k),
+                     "memory, cosine": _top(s[held], mem_ids, k),
+                     "oracle, memory's filing":
+                         _top((s + FIRST * (filed @ touched > 0))[held], mem_ids, k),
+                     "oracle, labels' filing of the memory's items":
+                         _top((s + FIRST * (labels @ touched > 0))[held], mem_ids, k),
+                     "oracle, labels' filing, every item":
+                         _top(s + FIRST * (labels @ touched > 0), ids, k)}
+            for name, ranked in lists.items():
+                recall[name].append(recall_at_k(ranked, question.answers, k))
+            best = [s[held & filed[:, j]].max() if (held & filed[:, j]).any() else -np.inf
+                    for j in range(len(prefs))]
+            if np.isfinite(max(best)):
+                guessed.append(bool(touched[int(np.argmax(best))]))
+    if not guessed:
+        raise InvalidInputError("no preference question with answers and a non-empty memory")
+    return {"questions": len(recall["store-everything"]), "k": k,
+            "recall": {name: float(np.mean(r)) for name, r in recall.items()},
+            "best_matching_preference_touched": float(np.mean(guessed)),
+            "closest_preference_touched": float(np.mean(closest)),
+            "answers_bearing_on_a_touched_preference": float(np.mean(bearing))}
+
+
+def writer_of(number: int) -> int:
+    """The writer of persona pNN: ten personas each, p01-p10 the first."""
+    return (number - 1) // 10
+
+
+def keep_by_writer(data: keep_training.Pairs, numbers: Sequence[int], tau: float,
+                   recall: float = 0.85) -> dict[str, Any]:
+    """Precision at `recall` of the keep recipe's scores cross-fitted by writer (pooled and
+    per writer) and by the shipped persona folds; `numbers[i]` is the persona number of
+    position i in `data.persona`."""
+    writer = np.array([writer_of(numbers[n]) for n in data.persona])
+    by_writer = np.zeros(len(data.y))
+    for w in np.unique(writer):
+        weights, bias = keep_training.linear_score(data.x[writer != w], data.y[writer != w])
+        by_writer[writer == w] = data.x[writer == w] @ weights + bias
+    item_writer = np.zeros(len(data.item_label), int)
+    item_writer[data.item] = writer
+
+    def precision(scores: np.ndarray, part: np.ndarray | None = None) -> float:
+        items = keep_training.item_scores(data, scores, tau)
+        labels = data.item_label
+        if part is not None:
+            items, labels = items[part], labels[part]
+        cut = keep_training.threshold_at_recall(labels, items, recall)
+        return float(labels[items >= cut].mean())
+
+    return {"recall": recall, "tau": tau,
+            "persona_folds": {"precision": precision(keep_training.cross_fitted(data)),
+                              "pair_auc": keep_training.auc(data.y,
+                                                            keep_training.cross_fitted(data))},
+            "by_writer": {"precision": precision(by_writer),
+                          "pair_auc": keep_training.auc(data.y, by_writer)},
+            "per_writer": {f"p{10 * w + 1:02d}-p{10 * w + 10:02d}":
+                           precision(by_writer, item_writer == w) for w in np.unique(writer)},
+            "pair_auc_cosine": keep_training.auc(data.y, data.cosine)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m epic_edge_lab.personal_walls",
+                                 description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="step", required=True)
+    top5 = sub.add_parser("top5", help="oracle rankings over a saved `bench personal` run")
+    top5.add_argument("run", type=Path)
+    top5.add_argument("--split", default="dev", choices=("dev", "test"))
+    top5.add_argument("--budget", default="profile", help="which budget of the run")
+    sub.add_parser("keep-writers", help="the keep recipe cross-fitted by writer (dev)")
+    for step in (top5, sub.choices["keep-writers"]):
+        step.add_argument("--data", type=Path, default=None, help="personal-stream set folder")
+        step.add_argument("--profile", default="linux-cpu")
+    args = ap.parse_args(argv)
+    try:
+        print(json.dumps(_run_step(args), indent=2))
+    except InvalidInputError as exc:
+        ap.error(str(exc))
+
+
+def _run_step(args: argparse.Namespace) -> dict[str, Any]:
+    from epic_edge import registry
+    from epic_edge.models import model_dir
+    from epic_edge.profiles import load_profile
+    from epic_edge_lab import personal_data
+
+    profile = load_profile(args.profile)
+    if args.step == "keep-writers":
+        personas = personal_data.load(args.data, "dev")
+        embedder = registry.create("embedder", profile.embedder, model_dir())
+        verifier = registry.create("verifier", {**profile.verifier, "keep_score": None},
+                                   model_dir())
+        data = keep_training.pairs(personas, embedder, verifier)
+        return keep_by_writer(data, [p.number for p in personas], float(profile.embedder["tau"]))
+    try:
+        run = json.loads(args.run.read_text(encoding="utf-8"))
+        kept = {int(row["persona"]): row["kept"]
+                for row in run["per_budget"][args.budget]["per_persona"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"{args.run}: not a saved `bench personal` run with budget "
+                                f"{args.budget!r} ({exc})") from exc
+    personas = personal_data.load(args.data, args.split)
+    missing = [p.number for p in personas if p.number not in kept]
+    if missing:
+        raise InvalidInputError(f"{args.run} has no memory of personas {missing} "
+                                f"(run with --split {args.split})")
+    embedder = registry.create("embedder", profile.embedder, model_dir())
+    return oracle_top5(personas, kept, embedder.embed)
+
+
+if __name__ == "__main__":
+    main()

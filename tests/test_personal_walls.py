@@ -1,0 +1,97 @@
+"""The wall measurements of the personal-stream targets (epic_edge_lab.personal_walls)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from epic_edge_lab import keep_training, personal_walls
+from epic_edge_lab.personal_data import Persona, Question
+
+
+def _unit(angle: float) -> np.ndarray:
+    return np.array([np.cos(angle), np.sin(angle)])
+
+
+# the question sits at angle 0; the items' angles set their cosines: i2 > i3 > i4 > i1
+ANGLES = {"q": 0.0, "one": 1.4, "two": 0.1, "three": 0.3, "four": 0.6,
+          "pref a": 1.2, "pref b": 0.2}
+
+
+def _embed(texts: list[str]) -> np.ndarray:
+    return np.array([_unit(ANGLES[t]) for t in texts])
+
+
+def _persona() -> Persona:
+    items = [{"id": f"i{n}", "text": text} for n, text in
+             enumerate(("one", "two", "three", "four"), 1)]
+    bears = {"i1": frozenset({"a"}), "i2": frozenset({"b"}), "i3": frozenset(),
+             "i4": frozenset({"a"})}
+    return Persona(1, "test", {"a": "pref a", "b": "pref b"}, items, bears,
+                   [Question("q1", "q", ("a",), ("i4",)),
+                    Question("q2", "q", (), ("i3",))])  # no preference: not scored
+
+
+def test_oracle_rankings_know_the_question_s_preferences_and_no_more():
+    # the memory holds i1 (under a), i2 (b) and i4, misfiled under b; i3 is not kept
+    kept = {1: {"i1": ["a"], "i2": ["b"], "i4": ["b"]}}
+    out = personal_walls.oracle_top5([_persona()], kept, _embed, k=1)
+    assert out["questions"] == 1
+    assert out["recall"] == {
+        "store-everything": 0.0,  # i2, the closest
+        "memory, cosine": 0.0,  # i2
+        "oracle, memory's filing": 0.0,  # only i1 is filed under a
+        "oracle, labels' filing of the memory's items": 1.0,  # i1 and i4 bear on a: i4
+        "oracle, labels' filing, every item": 1.0}
+    # the entry that best matches the question (i2) is filed under b, which it does not touch
+    assert out["best_matching_preference_touched"] == 0.0
+    assert out["closest_preference_touched"] == 0.0  # b's text is the closer
+    assert out["answers_bearing_on_a_touched_preference"] == 1.0  # i4 bears on a
+
+
+def test_an_empty_memory_is_a_clear_error():
+    with pytest.raises(personal_walls.InvalidInputError, match="non-empty memory"):
+        personal_walls.oracle_top5([_persona()], {1: {}}, _embed)
+
+
+def _pairs(flip_writer: int) -> tuple[keep_training.Pairs, list[int]]:
+    """Ten personas of two writers, one item per pair: the label follows the first feature,
+    except for `flip_writer`'s personas, where it follows its negation."""
+    rng = np.random.default_rng(0)
+    numbers = [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]
+    rows, labels, persona = [], [], []
+    for position, number in enumerate(numbers):
+        signal = rng.normal(size=40)
+        sign = -1.0 if personal_walls.writer_of(number) == flip_writer else 1.0
+        x = np.zeros((40, 5))
+        x[:, 0] = signal
+        x[:, 1] = 0.5  # the coarse cosine: every pair passes tau
+        x[:, 4] = rng.normal(size=40)
+        rows.append(x)
+        labels.append((sign * signal > 0.3).astype(int))
+        persona += [position] * 40
+    y = np.concatenate(labels)
+    n = len(y)
+    return keep_training.Pairs(np.vstack(rows), y, np.arange(n), np.array(persona), y), numbers
+
+
+def test_keep_by_writer_scores_each_writer_with_a_model_that_never_saw_it():
+    data, numbers = _pairs(flip_writer=0)
+    out = personal_walls.keep_by_writer(data, numbers, tau=0.15, recall=0.85)
+    assert set(out["per_writer"]) == {"p01-p10", "p11-p20"}
+    # each writer is scored by the other's model, which has the label's sign backwards
+    assert out["by_writer"]["pair_auc"] < 0.2
+    # persona folds keep the other personas of both writers in training
+    assert out["persona_folds"]["pair_auc"] > out["by_writer"]["pair_auc"]
+    json.dumps(out)  # what the command prints
+
+
+def test_bad_run_file_is_a_usage_error(tmp_path, capsys):
+    bad = tmp_path / "run.json"
+    bad.write_text("{}", encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        personal_walls.main(["top5", str(bad)])
+    assert stop.value.code == 2
+    assert "not a saved `bench personal` run" in capsys.readouterr().err
