@@ -184,6 +184,9 @@ def test_ls_forget_explain_backup_restore(filled_cli, tmp_path):
     assert code == 2 and "no item 'n0'" in err and "Traceback" not in err
     code, _, err = filled_cli("forget", "abc", "--number")
     assert code == 2 and "number" in err
+    code, _, err = filled_cli("forget", "2")  # an item number without --number: no guessing
+    assert code == 2 and "no item '2'" in err and "epic-edge forget 2 --number" in err
+    assert json.loads(filled_cli("ls", "--json")[1])["total"] == 1
     code, out, _ = filled_cli("restore", str(backup))  # the older backup: n0 stays forgotten
     assert code == 0 and "left out 1 item forgotten before" in out
     assert json.loads(filled_cli("ls", "--json")[1])["total"] == 1

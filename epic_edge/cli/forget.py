@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from epic_edge.cli.common import add_memory_options, open_memory, parser, plural, print_json
+from epic_edge.errors import InvalidInputError
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +24,13 @@ def main(argv: list[str]) -> int:
             p.error("with --number, ID must be a number (see `epic-edge ls`)")
         item = int(args.id)
     with open_memory(args) as memory:
-        removed = memory.forget(item)
+        try:
+            removed = memory.forget(item)
+        except InvalidInputError as exc:
+            if args.number or not args.id.isdecimal():
+                raise
+            raise InvalidInputError(f"{exc}; to forget item number {args.id} from `epic-edge "
+                                    f"ls`, run `epic-edge forget {args.id} --number`") from exc
     if args.json:
         print_json({"item": item, "removed_entries": removed})
     else:
