@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge import inspection, preference_edits, transfer
+from epic_edge.asking import Asking
 from epic_edge.background import BackgroundGate
-from epic_edge.context import format_context, regime_rules
 from epic_edge.entry_index import EntryIndex
 from epic_edge.errors import InvalidInputError
 from epic_edge.ingest import BatchIngester
 from epic_edge.lexical import LexicalEvidence
-from epic_edge.limits import MAX_BATCH, MAX_K, MAX_QUESTION_CHARS, clean_text, one_or_many
+from epic_edge.limits import MAX_BATCH, one_or_many
 from epic_edge.maintenance import (
     DEFAULT_HALF_LIFE_DAYS,
     Budget,
@@ -28,15 +28,14 @@ from epic_edge.protocols import Embedder, VectorIndex, Verifier
 from epic_edge.question_gate import QuestionGate
 from epic_edge.ranking import BrevityEvidence, ConfidenceEvidence
 from epic_edge.remembering import Remembered, remember
-from epic_edge.retrieval import Retrieval, lookup
 from epic_edge.settings import MemorySettings
 from epic_edge.stages import Steering
 from epic_edge.store import MemoryStore
-from epic_edge.types import BatchStats, Hit, Item, Preference
+from epic_edge.types import BatchStats, Item, Preference
 from epic_edge.vectors import LEGACY_ENTRY_VECTOR
 
 
-class Memory(inspection.Inspecting):
+class Memory(Asking, inspection.Inspecting):
     """A preference-aligned memory over one SQLite file. Safe to share across threads."""
 
     def __init__(
@@ -233,69 +232,6 @@ class Memory(inspection.Inspecting):
         """Ingest one item and say what became of it: kept (item id, entries, preferences)
         or dropped (stage and reason), chunk by chunk: see epic_edge.remembering."""
         return remember(self, item, allow_forgotten)
-
-    # -- retrieval ----------------------------------------------------------------------
-    def lookup(
-        self,
-        question: str,
-        k: int | None = None,
-        *,
-        steer: bool = True,
-        gate: float | None = None,
-        min_score: float | None = None,
-        item_gate: float | None = None,
-    ) -> Retrieval:
-        """Top-k entries with the reason memory is (not) used; see epic_edge.retrieval.
-
-        `gate`, `item_gate` and `min_score` default to this memory's (from the profile,
-        calibrated for its embedder); gate=-1 switches the memory-use gate off for one call,
-        the question gate (epic_edge.question_gate) with it.
-        """
-        question = clean_text(question, "question", MAX_QUESTION_CHARS)
-        k = self._settings.k if k is None else int(k)
-        if not 1 <= k <= MAX_K:
-            raise InvalidInputError(f"k must be between 1 and {MAX_K}, got {k}")
-        self.sync()
-        gate = self._settings.gate if gate is None else gate
-        return lookup(self, question, k, steer=steer, gate=gate,
-                      question_gate=self.question_gate if gate is not None and gate > -1.0
-                      else None, question_gate_below=self._settings.question_gate_below,
-                      item_gate=self.item_gate_now() if item_gate is None else item_gate,
-                      min_score=self._settings.min_score if min_score is None else min_score)
-
-    def retrieve(
-        self,
-        question: str,
-        k: int | None = None,
-        *,
-        steer: bool = True,
-        timings: dict[str, float] | None = None,
-        gate: float | None = None,
-        min_score: float | None = None,
-    ) -> list[Hit]:
-        """Top-k entries for a question, steered toward its closest preference by default.
-
-        Pass a dict as `timings` to receive seconds per step (embed, steer, search, fetch).
-        """
-        found = self.lookup(question, k, steer=steer, gate=gate, min_score=min_score)
-        if timings is not None:
-            timings.update(found.timings)
-        return found.hits
-
-    def context(self, question: str, k: int | None = None, regime: str = "conservative") -> str:
-        """The block an app puts in its LLM prompt; empty when memory should stay out.
-
-        Regimes (epic_edge.context.REGIMES): conservative (default: stricter gate and floor,
-        at most 3 notes, told to ignore them for factual questions), ordinary, aggressive.
-        """
-        rules = regime_rules(regime)
-        knobs = self._settings
-        gate, item_gate, floor = rules.thresholds(knobs.gate, self.item_gate_now(),
-                                                  knobs.min_score)
-        found = self.lookup(question, min(k or knobs.k, rules.max_hits),
-                            gate=-1.0 if gate is None else gate, item_gate=item_gate,
-                            min_score=-1.0 if floor is None else floor)
-        return format_context(found.hits, rules.header)
 
     # -- moving: epic_edge.transfer -------------------------------------------------------
     def export_jsonl(self, path: str | Path) -> dict[str, int]:
