@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="step", required=True)
     top5 = sub.add_parser("top5", help="oracle rankings over a saved `bench personal` run")
     top5.add_argument("run", type=Path)
-    top5.add_argument("--split", default="dev", choices=("dev", "test"))
+    top5.add_argument("--split", default="dev", choices=("dev", "test", "all"))
     top5.add_argument("--budget", default="profile", help="which budget of the run")
     sub.add_parser("keep-writers", help="the keep recipe cross-fitted by writer (dev)")
     for step in (top5, sub.choices["keep-writers"]):
