@@ -58,3 +58,58 @@ def test_agreement_pairs_the_readers_of_one_batch(tmp_path):
 def test_a_missing_file_is_one_line(capsys):
     assert personal_set.main(["check", "/nonexistent/p01.json"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_held_out_streams_meet_the_same_brief():
+    heldout = SET.parent / "heldout" / "personas"
+    if not heldout.is_dir():
+        pytest.skip("the held-out streams are not in this checkout")
+    personas = personal_data.load(heldout, "all")
+    assert [p.number for p in personas] == list(range(41, 51))
+    assert all(not personal_set.brief_problems(p) for p in personas)
+
+
+def _raw_persona() -> dict:
+    return {"persona": "p01", "preferences": [{"id": "p01.a", "text": "x"},
+                                              {"id": "p01.b", "text": "y"}],
+            "items": [{"id": "p01.i1", "kind": "note", "text": "one",
+                       "bears_on": [{"pref": "p01.a", "how": "explicit"}], "near_miss_of": None},
+                      {"id": "p01.i2", "kind": "chat", "text": "two",
+                       "bears_on": [{"pref": "p01.a", "how": "fact"}], "near_miss_of": None},
+                      {"id": "p01.i3", "kind": "email", "text": "three", "bears_on": [],
+                       "near_miss_of": "p01.a"}]}
+
+
+def test_a_blind_batch_holds_every_item_and_no_label():
+    rows = personal_set.blind_batch([_raw_persona()])
+    assert rows[0] == {"persona": "p01", "preferences": _raw_persona()["preferences"]}
+    assert sorted(r["item"] for r in rows[1:]) == ["p01.i1", "p01.i2", "p01.i3"]
+    assert all(set(r) == {"item", "kind", "text"} for r in rows[1:])
+
+
+def test_adjudication_takes_the_majority_of_writer_and_two_readers():
+    persona = _raw_persona()
+    first = {"p01.i1": {"p01.a", "p01.b"}, "p01.i2": set(), "p01.i3": {"p01.a"}}
+    second = {"p01.i1": {"p01.b"}, "p01.i2": set(), "p01.i3": {"p01.a"}}
+    counts = personal_set.adjudicate(persona, [first, second])
+    i1, i2, i3 = persona["items"]
+    assert i1["bears_on"] == [{"pref": "p01.a", "how": "explicit"},  # writer and one reader
+                              {"pref": "p01.b", "how": "implicit", "added_by": "readers"}]
+    assert i2["bears_on"] == []  # the writer alone
+    assert i3["bears_on"] == [{"pref": "p01.a", "how": "implicit", "added_by": "readers"}]
+    assert i3["near_miss_of"] is None  # it bears on a now
+    assert counts == {"added": 2, "removed": 1, "items changed": 2 + 1}
+
+
+def test_adjudication_refuses_an_item_not_labelled_twice(tmp_path, capsys):
+    source = tmp_path / "p01.json"
+    source.write_text(json.dumps(_raw_persona()))
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps({"item": f"p01.i{n}", "bears_on": []}) + "\n"
+                         for n in (1, 2, 3)))
+    b.write_text(json.dumps({"item": "p01.i1", "bears_on": []}) + "\n")
+    out = tmp_path / "out"
+    assert personal_set.main(["adjudicate", "--out", str(out), "--readers", str(a), str(b),
+                              str(source)]) == 2
+    assert "not labelled twice: ['p01.i2', 'p01.i3']" in capsys.readouterr().err
+    assert not out.exists()  # nothing written

@@ -1,18 +1,24 @@
-"""The personal-stream set's own checks: a persona against the writing brief, a reader's labels
-against their batch, and the agreement of blind relabels (Cohen's kappa).
+"""The personal-stream set's own checks and steps: a persona against the writing brief, a blind
+batch for readers, a reader's labels against their batch, the agreement of blind relabels
+(Cohen's kappa), and the adjudication of labels by majority (bench/personal/PROVENANCE.md).
 
     python -m epic_edge_lab.personal_set check FILE...
+    python -m epic_edge_lab.personal_set blind BATCH FILE...
     python -m epic_edge_lab.personal_set check-labels BATCH ANSWERS
     python -m epic_edge_lab.personal_set agreement [--data DIR] RELABELS...
+    python -m epic_edge_lab.personal_set adjudicate --out DIR --readers A B FILE...
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
+from collections import Counter
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 from epic_edge.errors import InvalidInputError
 from epic_edge_lab import personal_data
@@ -105,18 +111,63 @@ def agreement(personas: list[personal_data.Persona], relabels: list[Path]) -> li
     return lines
 
 
+def blind_batch(personas: list[dict[str, Any]], seed: int = 41) -> list[dict[str, Any]]:
+    """A readers' batch (RUBRIC.md): per persona a header with its preferences, then its items
+    shuffled, with no labels."""
+    rng, rows = random.Random(seed), []
+    for persona in personas:
+        rows.append({"persona": persona["persona"], "preferences": persona["preferences"]})
+        items = [{"item": i["id"], "kind": i["kind"], "text": i["text"]}
+                 for i in persona["items"]]
+        rng.shuffle(items)
+        rows += items
+    return rows
+
+
+def adjudicate(persona: dict[str, Any], readers: list[dict[str, set[str]]]) -> Counter:
+    """Give every (item, preference) pair of a persona file the majority of its writer and
+    blind readers, in place: a bearing both readers add is recorded as implicit, added_by
+    readers; an item that gains a bearing is no longer a near miss. Counts labels added and
+    removed and items changed."""
+    counts: Counter = Counter()
+    for item in persona["items"]:
+        written = {b["pref"]: b for b in item.get("bears_on") or []}
+        kept = []
+        for pref in (p["id"] for p in persona["preferences"]):
+            votes = (pref in written) + sum(pref in r.get(item["id"], ()) for r in readers)
+            if 2 * votes > len(readers) + 1:
+                kept.append(written.get(pref)
+                            or {"pref": pref, "how": "implicit", "added_by": "readers"})
+                counts["added"] += pref not in written
+            else:
+                counts["removed"] += pref in written
+        counts["items changed"] += {b["pref"] for b in kept} != set(written)
+        item["bears_on"] = kept
+        if kept:
+            item["near_miss_of"] = None
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m epic_edge_lab.personal_set",
                                 description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="persona files against WRITING.md").add_argument(
         "files", nargs="+", type=Path)
+    blind = sub.add_parser("blind", help="a readers' batch of persona files, no labels")
+    blind.add_argument("batch", type=Path)
+    blind.add_argument("files", nargs="+", type=Path)
     labels = sub.add_parser("check-labels", help="a reader's answers against its batch")
     labels.add_argument("batch", type=Path)
     labels.add_argument("answers", type=Path)
     agree = sub.add_parser("agreement", help="kappa of the blind relabels")
     agree.add_argument("--data", type=Path, default=None, help="the set's persona folder")
     agree.add_argument("relabels", nargs="+", type=Path)
+    judge = sub.add_parser("adjudicate", help="the majority of writer and readers per label")
+    judge.add_argument("--out", type=Path, required=True, help="folder for the adjudicated files")
+    judge.add_argument("--readers", nargs=2, type=Path, required=True,
+                       help="two readers' answers files, each labelling every item")
+    judge.add_argument("files", nargs="+", type=Path)
     args = p.parse_args(argv)
     try:
         if args.command == "check":
@@ -126,6 +177,14 @@ def main(argv: list[str] | None = None) -> int:
                 bad += bool(problems)
                 print(f"{path}: " + ("ok" if not problems else "; ".join(problems)))
             return 1 if bad else 0
+        if args.command == "blind":
+            personas = [json.loads(path.read_text(encoding="utf-8")) for path in args.files]
+            args.batch.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n"
+                                          for row in blind_batch(personas)), encoding="utf-8")
+            print(f"{args.batch}: {len(personas)} personas")
+            return 0
+        if args.command == "adjudicate":
+            return _adjudicate(args.out, args.readers, args.files)
         if args.command == "check-labels":
             problems = label_problems(args.batch, args.answers)
             print("ok" if not problems else "\n".join(problems))
@@ -135,6 +194,26 @@ def main(argv: list[str] | None = None) -> int:
     except (InvalidInputError, OSError, ValueError, KeyError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+
+
+def _adjudicate(out: Path, reader_files: list[Path], files: list[Path]) -> int:
+    readers = [read_labels(path) for path in reader_files]
+    personas = [json.loads(path.read_text(encoding="utf-8")) for path in files]
+    unlabelled = [i["id"] for p in personas for i in p["items"]
+                  if sum(i["id"] in r for r in readers) != 2]
+    if unlabelled:
+        raise InvalidInputError("adjudicate takes two readers' labels of every item (RUBRIC.md)"
+                                + (f"; not labelled twice: {unlabelled[:5]}" if unlabelled
+                                   else ""))
+    total: Counter = Counter()
+    out.mkdir(parents=True, exist_ok=True)
+    for path, persona in zip(files, personas):
+        total += adjudicate(persona, readers)
+        (out / path.name).write_text(json.dumps(persona, ensure_ascii=False, indent=1) + "\n",
+                                     encoding="utf-8")
+    print(f"{sum(len(p['items']) for p in personas)} items: {total['added']} labels added, "
+          f"{total['removed']} removed, {total['items changed']} items changed; written to {out}")
+    return 0
 
 
 if __name__ == "__main__":
