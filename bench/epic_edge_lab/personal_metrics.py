@@ -61,8 +61,12 @@ def cosine_top(q: np.ndarray, vectors: np.ndarray, ids: Sequence[Any], k: int) -
     the ids' order."""
     if not len(ids):
         return []
-    sims = np.asarray(vectors, np.float32) @ np.asarray(q, np.float32)
-    return [ids[i] for i in np.argsort(-sims, kind="stable")[:k]]
+    return top_ids(np.asarray(vectors, np.float32) @ np.asarray(q, np.float32), ids, k)
+
+
+def top_ids(scores: np.ndarray, ids: Sequence[Any], k: int) -> list[Any]:
+    """The ids of the k highest `scores` (one per id), ties in the ids' order."""
+    return [ids[i] for i in np.argsort(-np.asarray(scores), kind="stable")[:k]]
 
 
 def fit_prefix(order: Sequence[str], sizes: Mapping[str, int], budget: float) -> list[str]:

@@ -31,15 +31,11 @@ import numpy as np
 from epic_edge.errors import InvalidInputError
 from epic_edge_lab import keep_training
 from epic_edge_lab.personal_data import Persona
-from epic_edge_lab.personal_metrics import recall_at_k
+from epic_edge_lab.personal_metrics import recall_at_k, top_ids
 
 FIRST = 2.0  # added to a cosine (at most 1) to rank an entry before every other
 SYSTEMS = ("store-everything", "memory, cosine", "oracle, memory's filing",
            "oracle, labels' filing of the memory's items", "oracle, labels' filing, every item")
-
-
-def _top(scores: np.ndarray, ids: Sequence[str], k: int) -> list[str]:
-    return [ids[i] for i in np.argsort(-scores, kind="stable")[:k]]
 
 
 def oracle_top5(personas: Sequence[Persona], kept: Mapping[int, Mapping[str, Sequence[str]]],
@@ -68,14 +64,14 @@ def oracle_top5(personas: Sequence[Persona], kept: Mapping[int, Mapping[str, Seq
             closest.append(bool(touched[int(np.argmax(pref_vectors @ q))]))
             bearing += [bool(persona.bears_on.get(a, frozenset()) & set(question.prefs))
                         for a in question.answers]
-            lists = {"store-everything": _top(s, ids, k),
-                     "memory, cosine": _top(s[held], mem_ids, k),
+            lists = {"store-everything": top_ids(s, ids, k),
+                     "memory, cosine": top_ids(s[held], mem_ids, k),
                      "oracle, memory's filing":
-                         _top((s + FIRST * (filed @ touched > 0))[held], mem_ids, k),
+                         top_ids((s + FIRST * (filed @ touched > 0))[held], mem_ids, k),
                      "oracle, labels' filing of the memory's items":
-                         _top((s + FIRST * (labels @ touched > 0))[held], mem_ids, k),
+                         top_ids((s + FIRST * (labels @ touched > 0))[held], mem_ids, k),
                      "oracle, labels' filing, every item":
-                         _top(s + FIRST * (labels @ touched > 0), ids, k)}
+                         top_ids(s + FIRST * (labels @ touched > 0), ids, k)}
             for name, ranked in lists.items():
                 recall[name].append(recall_at_k(ranked, question.answers, k))
             best = [s[held & filed[:, j]].max() if (held & filed[:, j]).any() else -np.inf
@@ -117,10 +113,10 @@ def keep_by_writer(data: keep_training.Pairs, numbers: Sequence[int], tau: float
         cut = keep_training.threshold_at_recall(labels, items, recall)
         return float(labels[items >= cut].mean())
 
+    by_persona = keep_training.cross_fitted(data)
     return {"recall": recall, "tau": tau,
-            "persona_folds": {"precision": precision(keep_training.cross_fitted(data)),
-                              "pair_auc": keep_training.auc(data.y,
-                                                            keep_training.cross_fitted(data))},
+            "persona_folds": {"precision": precision(by_persona),
+                              "pair_auc": keep_training.auc(data.y, by_persona)},
             "by_writer": {"precision": precision(by_writer),
                           "pair_auc": keep_training.auc(data.y, by_writer)},
             "per_writer": {f"p{10 * w + 1:02d}-p{10 * w + 10:02d}":
