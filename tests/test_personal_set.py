@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,20 @@ def test_the_shipped_set_meets_its_brief_and_a_short_stream_does_not():
         pytest.skip("the personal-stream set is not in this checkout")
     assert all(not personal_set.brief_problems(p) for p in personal_data.load(SET, "all"))
     small = personal_data.load(FIXTURE, "all")[0]
-    assert any("items (want 60+)" in problem for problem in personal_set.brief_problems(small))
+    problems = personal_set.brief_problems(small)
+    assert "12 items (want 60-70)" in problems and "5 questions (want 8-10)" in problems
+
+
+def test_the_brief_wants_time_order_and_three_bearings_of_two_kinds_per_preference():
+    small = personal_data.load(FIXTURE, "all")[0]
+    items = [dict(item) for item in small.items]
+    items[0], items[1] = items[1], items[0]
+    problems = personal_set.brief_problems(replace(small, items=items))
+    assert f"{items[1]['id']}: earlier than the item before it (want time order)" in problems
+    one_kind = [dict(item, bears_on=[{"pref": "a", "how": "fact"}]) for item in small.items[:4]]
+    problems = personal_set.brief_problems(replace(small, items=one_kind))
+    assert ("preference a has 4 items bearing on it, of 1 kinds of how (want 3+ items, 2+ kinds)"
+            in problems)
 
 
 def test_a_readers_file_is_checked_against_its_batch(tmp_path):

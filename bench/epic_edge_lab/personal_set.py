@@ -33,8 +33,11 @@ def brief_problems(persona: personal_data.Persona) -> list[str]:
     out = []
     if not 4 <= len(persona.preferences) <= 5:
         out.append(f"{len(persona.preferences)} preferences (want 4-5)")
-    if len(persona.items) < 60:
-        out.append(f"{len(persona.items)} items (want 60+)")
+    if not 60 <= len(persona.items) <= 70:
+        out.append(f"{len(persona.items)} items (want 60-70)")
+    times = [str(item["time"]) for item in persona.items]
+    out += [f"{persona.items[n + 1]['id']}: earlier than the item before it (want time order)"
+            for n in range(len(times) - 1) if times[n + 1] < times[n]]
     for item in persona.items:
         words = len(str(item["text"]).split())
         if item["kind"] not in KINDS:
@@ -45,12 +48,18 @@ def brief_problems(persona: personal_data.Persona) -> list[str]:
             out.append(f"{item['id']}: a bearing whose how is not one of {sorted(HOW)}")
         if item.get("near_miss_of") and persona.bears_on[str(item["id"])]:
             out.append(f"{item['id']}: a near miss that bears on a preference")
-    covered = set().union(*persona.bears_on.values())
-    out += [f"preference {p} has no item bearing on it" for p in persona.preferences
-            if p not in covered]
+    hows: dict[str, list[str]] = {p: [] for p in persona.preferences}
+    for item in persona.items:
+        for bearing in item.get("bears_on") or []:
+            hows.setdefault(str(bearing.get("pref")), []).append(str(bearing.get("how")))
+    out += [f"preference {p} has {len(h)} items bearing on it, of {len(set(h))} kinds of how "
+            "(want 3+ items, 2+ kinds)" for p, h in hows.items()
+            if p in persona.preferences and (len(h) < 3 or len(set(h)) < 2)]
     questions = persona.questions
-    if len(questions) < 8:
-        out.append(f"{len(questions)} questions (want 8+)")
+    if not 8 <= len(questions) <= 10:
+        out.append(f"{len(questions)} questions (want 8-10)")
+    if sum(bool(q.prefs) for q in questions) < 5:
+        out.append("fewer than 5 questions a preference bears on")
     if sum(not q.prefs for q in questions) < 2:
         out.append("fewer than 2 questions no preference bears on")
     if not any(len(q.prefs) >= 2 for q in questions):
