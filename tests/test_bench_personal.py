@@ -80,6 +80,12 @@ def test_split_is_by_persona_number_and_bad_data_gives_one_line(tmp_path):
     assert [p.number for p in personal_data.load(FIXTURE, "dev")] == [1, 3]
     assert [p.number for p in personal_data.load(FIXTURE, "test")] == [2, 4]
     assert [p.split for p in personal_data.load(FIXTURE, "all")] == ["dev", "test"] * 2
+    chosen = personal_data.load(FIXTURE, "all", numbers=personal_data.number_range("2-3"))
+    assert [p.number for p in chosen] == [2, 3]
+    with pytest.raises(InvalidInputError, match="no dev personas numbered 4-9"):
+        personal_data.load(FIXTURE, "dev", numbers=range(4, 10))
+    with pytest.raises(InvalidInputError, match="FIRST-LAST"):
+        personal_data.number_range("40-1")
     with pytest.raises(InvalidInputError, match="not a folder"):
         personal_data.load(tmp_path / "missing")
     with pytest.raises(InvalidInputError, match="no persona files"):

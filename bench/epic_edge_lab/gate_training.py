@@ -10,12 +10,15 @@ Recipe: an L2 logistic over the embedder's unit vector of the question and its h
 counts (epic_edge.question_gate.gate_features); a Platt fit on scores
 cross-fitted over five persona folds makes it a probability; the threshold is the probability
 at which those cross-fitted scores still give memory to `served` of the personal kinds'
-preference questions (the personal set's and the written set's: the harder regime).
+preference questions (the personal set's and the written set's: the harder regime). The
+profile's `question_gate_below` is the 95th percentile of those two sets' no-preference
+questions' closest-preference similarity (`closest_bound`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,3 +148,17 @@ def train(data: Questions, vectors: np.ndarray, served: float, trained_on: str,
                                         **rates(y[part], withheld[part])}
     return QuestionGate(weights, bias, float(slope[0]), offset, threshold, trained_on, buckets,
                         scale), report
+
+
+def closest_bound(personas: list[Persona], written: list[dict[str, Any]],
+                  embed: Callable[[list[str]], np.ndarray], quantile: float = 0.95) -> float:
+    """The `quantile` of the closest-preference similarity E(q).E(p*) of the no-preference
+    questions of the personal set's personas and the written gate set (where its writer and
+    reader agree): the profile's `question_gate_below`."""
+    groups = [(list(p.preferences.values()), [q.text for q in p.questions if not q.prefs])
+              for p in personas]
+    groups += [([str(p["text"]) for p in row["preferences"]],
+                [str(q["text"]) for q in row["questions"]
+                 if not q["prefs"] and not q.get("reader_prefs", [])]) for row in written]
+    closest = [(embed(texts) @ embed(prefs).T).max(axis=1) for prefs, texts in groups if texts]
+    return float(np.quantile(np.concatenate(closest), quantile))

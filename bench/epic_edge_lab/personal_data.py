@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from dataclasses import dataclass
@@ -51,10 +52,11 @@ def default_dir() -> Path:
     return PERSONAL
 
 
-def load(root: Path | None = None, split: str = "dev") -> list[Persona]:
-    """The personas of `split` in `root` (default bench/personal/personas/), by number; a
-    missing folder, a folder without pNN.json files or a malformed file raises
-    InvalidInputError (one line)."""
+def load(root: Path | None = None, split: str = "dev",
+         numbers: range | None = None) -> list[Persona]:
+    """The personas of `split` in `root` (default bench/personal/personas/), by number, only
+    those in `numbers` when given; a missing folder, a folder without pNN.json files, a
+    malformed file or no persona chosen raises InvalidInputError (one line)."""
     if split not in SPLITS:
         raise InvalidInputError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     root = Path(root) if root is not None else default_dir()
@@ -66,10 +68,29 @@ def load(root: Path | None = None, split: str = "dev") -> list[Persona]:
     if not files:
         raise InvalidInputError(f"no persona files (p01.json ...) in {root}")
     personas = [read(path, number) for number, path in files]
-    chosen = [p for p in personas if split == "all" or p.split == split]
+    chosen = [p for p in personas if (split == "all" or p.split == split)
+              and (numbers is None or p.number in numbers)]
     if not chosen:
-        raise InvalidInputError(f"no {split} personas in {root} (odd numbers are dev, even test)")
+        among = f" numbered {numbers.start}-{numbers.stop - 1}" if numbers is not None else ""
+        raise InvalidInputError(f"no {split} personas{among} in {root} (odd numbers are dev, "
+                                "even test)")
     return chosen
+
+
+def number_range(text: str) -> range:
+    """"FIRST-LAST" (persona numbers, both included) as a range; a one-line error if not."""
+    first, _, last = text.partition("-")
+    if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
+        raise InvalidInputError(f"want persona numbers as FIRST-LAST (e.g. 1-40), got {text!r}")
+    return range(int(first), int(last) + 1)
+
+
+def add_personas_option(parser: argparse.ArgumentParser, shipped: str) -> None:
+    """A trainer's --personas FIRST-LAST (a range of persona numbers; `shipped`: the range the
+    shipped file was trained on)."""
+    parser.add_argument("--personas", type=number_range, default=None, metavar="FIRST-LAST",
+                        help=f"only the dev personas numbered FIRST..LAST (the shipped file: "
+                             f"{shipped}; default every dev persona)")
 
 
 def read(path: Path, number: int) -> Persona:

@@ -8,6 +8,7 @@ from pathlib import Path
 from epic_edge.cli.common import add_profile_options, parser
 from epic_edge.errors import InvalidInputError
 from epic_edge.profiles import load_profile
+from epic_edge_lab import personal_data
 
 DEFAULT_OUT = Path(__file__).resolve().parents[3] / "epic_edge" / "data" / "keep-score.json"
 
@@ -19,6 +20,7 @@ def main(argv: list[str]) -> int:
                                    "figures and write it.")
     p.add_argument("--data", type=Path, default=None,
                    help="personal-stream set folder (default bench/personal/personas)")
+    personal_data.add_personas_option(p, "1-40, the first round's")
     p.add_argument("--recall", type=float, default=0.85,
                    help="item keep recall the threshold aims at, cross-fitted (default 0.85)")
     p.add_argument("--tau", type=float, default=None,
@@ -34,12 +36,12 @@ def main(argv: list[str]) -> int:
         raise InvalidInputError("--recall must be in (0, 1)")
     from epic_edge import registry
     from epic_edge.models import model_dir
-    from epic_edge_lab import keep_training, personal_data
+    from epic_edge_lab import keep_training
 
     profile = load_profile(args.profile)
     models = args.models or model_dir()
     tau = float(args.tau if args.tau is not None else profile.embedder["tau"])
-    personas = personal_data.load(args.data, "dev")
+    personas = personal_data.load(args.data, "dev", args.personas)
     embedder = registry.create("embedder", profile.embedder, models)
     verifier = registry.create("verifier", {**profile.verifier, "keep_score": None}, models)
     data = keep_training.pairs(personas, embedder, verifier)

@@ -8,6 +8,7 @@ from pathlib import Path
 from epic_edge.cli.common import add_profile_options, parser
 from epic_edge.errors import InvalidInputError
 from epic_edge.profiles import load_profile
+from epic_edge_lab import personal_data
 
 DEFAULT_OUT = Path(__file__).resolve().parents[3] / "epic_edge" / "data" / "question-gate.json"
 
@@ -20,6 +21,7 @@ def main(argv: list[str]) -> int:
                                       "cross-fitted figures and write it.")
     p.add_argument("--data", type=Path, default=None,
                    help="personal-stream set folder (default bench/personal/personas)")
+    personal_data.add_personas_option(p, "1-40, the first round's")
     p.add_argument("--gate-set", type=Path, default=None,
                    help="written gate set (default bench/personal/gate/questions.jsonl)")
     p.add_argument("--served", type=float, default=0.97,
@@ -34,10 +36,10 @@ def main(argv: list[str]) -> int:
         raise InvalidInputError("--served must be in (0, 1)")
     from epic_edge import registry
     from epic_edge.models import model_dir
-    from epic_edge_lab import gate_training, personal_data
+    from epic_edge_lab import gate_training
 
     profile = load_profile(args.profile)
-    personas = personal_data.load(args.data, "dev")
+    personas = personal_data.load(args.data, "dev", args.personas)
     written = gate_training.gate_set(args.gate_set or gate_training.GATE_SET)
     embedder = registry.create("embedder", profile.embedder, args.models or model_dir())
     data = gate_training.questions(personas, written, gate_training.judged_dev())
@@ -45,7 +47,9 @@ def main(argv: list[str]) -> int:
         data, embedder.embed(data.text), args.served,
         f"{len(personas)} personal dev personas, {len(written)} written gate-set personas, "
         f"the judged dev questions and the background questions, {profile.name}")
-    print(json.dumps({**report, "profile": profile.name}, indent=2))
+    below = gate_training.closest_bound(personas, written, embedder.embed)
+    print(json.dumps({**report, "question_gate_below": round(below, 2),
+                      "profile": profile.name}, indent=2))
     if not args.check:
         args.out.write_text(json.dumps(gate.to_dict()) + "\n", encoding="utf-8")
         print(f"written {args.out}")
