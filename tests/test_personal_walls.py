@@ -95,3 +95,35 @@ def test_bad_run_file_is_a_usage_error(tmp_path, capsys):
         personal_walls.main(["top5", str(bad)])
     assert stop.value.code == 2
     assert "not a saved `bench personal` run" in capsys.readouterr().err
+
+
+def test_gate_by_writer_scores_each_writer_with_a_gate_that_never_saw_it(monkeypatch):
+    from epic_edge_lab import gate_training
+
+    trained_on: list[set[str]] = []
+
+    class Gate:
+        threshold = 0.5
+
+        def __init__(self, texts):
+            self.seen = set(texts)
+
+        def probability(self, vectors, texts):  # withholds every question it never saw
+            return np.array([0.0 if t in self.seen else 1.0 for t in texts])
+
+    def train(data, vectors, served, trained_on_text):
+        trained_on.append(set(data.text))
+        return Gate(data.text), {}
+
+    monkeypatch.setattr(gate_training, "train", train)
+    data = gate_training.Questions(["w0 none", "w0 pref", "w1 none", "written"],
+                                   np.array([1.0, 0.0, 1.0, 0.0]), ["p01", "p01", "p11", "g1"],
+                                   ["personal", "personal", "personal", "written"])
+    writer, closest = np.array([0, 0, 1]), np.array([0.2, 0.6, 0.5])
+    out = gate_training.by_writer(data, np.zeros((4, 2)), closest, writer, [0.3, 0.55])
+    assert trained_on == [{"w1 none", "written"}, {"w0 none", "w0 pref", "written"}]
+    # every personal question is unseen by its gate; the bound keeps those at or above it
+    assert out["0.30"]["pooled"] == {"no_memory_no_preference": 0.5, "no_memory_preference": 0.0}
+    assert out["0.55"]["per_writer"][1] == {"no_memory_no_preference": 1.0,
+                                            "no_memory_preference": None}
+    assert out["0.55"]["pooled"]["no_memory_no_preference"] == 1.0

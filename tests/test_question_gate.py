@@ -95,7 +95,7 @@ def test_every_profile_names_the_shipped_question_gate():
     for name in ("linux-cpu", "jetson-orin-nano", "macbook-m4", "galaxy-z-flip6"):
         retrieval = load_profile(name).retrieval
         assert retrieval["question_gate"] == "question-gate.json"
-        assert retrieval["question_gate_below"] == 0.38
+        assert retrieval["question_gate_below"] == 0.45
 
 
 @pytest.fixture
@@ -163,8 +163,7 @@ def test_the_lab_reproduces_the_shipped_question_gate(tmp_path, reference_models
     pytest.importorskip("epic_edge_lab")
     from epic_edge_lab.cli.train_question_gate import DEFAULT_OUT, main
 
-    assert main(["--out", str(tmp_path / "g.json"), "--models", str(reference_models),
-                 "--personas", "1-40"]) == 0
+    assert main(["--out", str(tmp_path / "g.json"), "--models", str(reference_models)]) == 0
     assert (tmp_path / "g.json").read_bytes() == DEFAULT_OUT.read_bytes()
     report = json.loads(capsys.readouterr().out.split("\nwritten ")[0])
     held = report["cross_fitted"]
@@ -195,27 +194,3 @@ def test_a_gate_set_that_names_a_preference_its_persona_lacks_is_refused(tmp_pat
     with pytest.raises(InvalidInputError, match="g1.q1"):
         gate_set(path)
 
-
-def test_the_profile_bound_is_a_quantile_of_no_preference_questions_closest_similarity():
-    pytest.importorskip("epic_edge_lab")
-    from epic_edge_lab import gate_training
-    from epic_edge_lab.personal_data import Persona, Question
-
-    vectors = {"pref x": [1.0, 0.0], "pref y": [0.0, 1.0], "near": [0.6, 0.8],
-               "far": [-1.0, 0.0], "bears": [1.0, 0.0], "agreed": [0.8, 0.6],
-               "reader saw one": [1.0, 0.0]}
-
-    def embed(texts):
-        return np.array([vectors[t] for t in texts])
-
-    persona = Persona(1, "A", {"p01.a": "pref x", "p01.b": "pref y"}, [], {},
-                      [Question("q1", "near", (), ()), Question("q2", "far", (), ()),
-                       Question("q3", "bears", ("p01.a",), ())])
-    written = [{"preferences": [{"id": "g1.a", "text": "pref x"}],
-                "questions": [{"text": "agreed", "prefs": []},
-                              {"text": "reader saw one", "prefs": [], "reader_prefs": ["g1.a"]},
-                              {"text": "bears", "prefs": ["g1.a"]}]}]
-    # no-preference questions only, where writer and reader agree: 0.8 (near), 0.0 (far), 0.8
-    assert gate_training.closest_bound([persona], written, embed, 1.0) == pytest.approx(0.8)
-    assert gate_training.closest_bound([persona], written, embed, 0.0) == pytest.approx(0.0)
-    assert gate_training.closest_bound([persona], written, embed, 0.5) == pytest.approx(0.8)

@@ -10,9 +10,8 @@ Recipe: an L2 logistic over the embedder's unit vector of the question and its h
 counts (epic_edge.question_gate.gate_features); a Platt fit on scores
 cross-fitted over five persona folds makes it a probability; the threshold is the probability
 at which those cross-fitted scores still give memory to `served` of the personal kinds'
-preference questions (the personal set's and the written set's: the harder regime). The
-profile's `question_gate_below` is the 95th percentile of those two sets' no-preference
-questions' closest-preference similarity (`closest_bound`).
+preference questions (the personal set's and the written set's: the harder regime). The profile's
+`question_gate_below` is chosen from `by_writer` (`personal_walls gate-writers`).
 """
 
 from __future__ import annotations
@@ -150,15 +149,39 @@ def train(data: Questions, vectors: np.ndarray, served: float, trained_on: str,
                         scale), report
 
 
-def closest_bound(personas: list[Persona], written: list[dict[str, Any]],
-                  embed: Callable[[list[str]], np.ndarray], quantile: float = 0.95) -> float:
-    """The `quantile` of the closest-preference similarity E(q).E(p*) of the no-preference
-    questions of the personal set's personas and the written gate set (where its writer and
-    reader agree): the profile's `question_gate_below`."""
-    groups = [(list(p.preferences.values()), [q.text for q in p.questions if not q.prefs])
-              for p in personas]
-    groups += [([str(p["text"]) for p in row["preferences"]],
-                [str(q["text"]) for q in row["questions"]
-                 if not q["prefs"] and not q.get("reader_prefs", [])]) for row in written]
-    closest = [(embed(texts) @ embed(prefs).T).max(axis=1) for prefs, texts in groups if texts]
-    return float(np.quantile(np.concatenate(closest), quantile))
+
+def personal_closest(personas: list[Persona], embed: Callable[[list[str]], np.ndarray]
+                     ) -> np.ndarray:
+    """Each personal question's closest-preference similarity E(q).E(p*), in `questions` order
+    (what the profile's `question_gate_below` bounds)."""
+    return np.concatenate([(embed([q.text for q in p.questions])
+                            @ embed(list(p.preferences.values())).T).max(axis=1)
+                           for p in personas])
+
+
+def by_writer(data: Questions, vectors: np.ndarray, closest: np.ndarray, writer: np.ndarray,
+              bounds: list[float], served: float = 0.97) -> dict[str, Any]:
+    """The gate refit without one writer's personal questions at a time (the first
+    len(writer) rows of `data`) and applied to them with its own threshold; per similarity
+    bound, the shares withheld, pooled and per writer."""
+    n = len(writer)
+    prob, threshold = np.zeros(n), np.zeros(n)
+    for w in np.unique(writer):
+        out = np.zeros(len(data.text), bool)
+        out[:n] = writer == w
+        rest = np.flatnonzero(~out)
+        gate, _ = train(Questions([data.text[i] for i in rest], data.unrelated[rest],
+                                  [data.persona[i] for i in rest],
+                                  [data.source[i] for i in rest]),
+                        vectors[rest], served, "by writer")
+        prob[out[:n]] = gate.probability(vectors[out], [t for t, o in zip(data.text, out) if o])
+        threshold[out[:n]] = gate.threshold
+    y = data.unrelated[:n]
+    report: dict[str, Any] = {}
+    for bound in bounds:
+        withheld = (prob >= threshold) & (closest < bound)
+        report[f"{bound:.2f}"] = {"pooled": rates(y, withheld),
+                                  "per_writer": {int(w): rates(y[writer == w],
+                                                               withheld[writer == w])
+                                                 for w in np.unique(writer)}}
+    return report

@@ -85,12 +85,13 @@ def number_range(text: str) -> range:
     return range(int(first), int(last) + 1)
 
 
-def add_personas_option(parser: argparse.ArgumentParser, shipped: str) -> None:
+def add_personas_option(parser: argparse.ArgumentParser, shipped: str | None = None) -> None:
     """A trainer's --personas FIRST-LAST (a range of persona numbers; `shipped`: the range the
-    shipped file was trained on)."""
+    shipped file was trained on, when not every dev persona)."""
+    note = f"the shipped file: {shipped}; " if shipped else ""
     parser.add_argument("--personas", type=number_range, default=None, metavar="FIRST-LAST",
-                        help=f"only the dev personas numbered FIRST..LAST (the shipped file: "
-                             f"{shipped}; default every dev persona)")
+                        help=f"only the dev personas numbered FIRST..LAST ({note}default every "
+                             "dev persona)")
 
 
 def read(path: Path, number: int) -> Persona:

@@ -11,11 +11,16 @@ text is, and the share of answer items that bear
 on a preference their question touches.
 `keep-writers`: the keep score's recipe fitted without one writer's dev personas at a time and
 scored on them (precision at keep recall 0.85, pooled and per writer), beside the shipped
-folds, which keep a writer's other personas in training. Writers wrote ten personas each
-(bench/personal/PROVENANCE.md): p01-p10, p11-p20, ...
+folds, which keep a writer's other personas in training.
+`gate-writers`: the question gate refit without one writer's dev questions at a time and
+applied to them, at each closest-preference bound (`question_gate_below`): the shares of
+no-preference and preference questions given no memory, pooled and per writer.
+Each writer wrote the personas of one decade (bench/personal/PROVENANCE.md): p01-p10, p11-p20,
+.., p51-p59, ..
 
     python -m epic_edge_lab.personal_walls top5 bench/results/personal.json --split dev
     python -m epic_edge_lab.personal_walls keep-writers
+    python -m epic_edge_lab.personal_walls gate-writers --bounds 0.38,0.45,0.5
 """
 
 from __future__ import annotations
@@ -134,7 +139,12 @@ def main(argv: list[str] | None = None) -> None:
     top5.add_argument("--split", default="dev", choices=("dev", "test", "all"))
     top5.add_argument("--budget", default="profile", help="which budget of the run")
     sub.add_parser("keep-writers", help="the keep recipe cross-fitted by writer (dev)")
-    for step in (top5, sub.choices["keep-writers"]):
+    gate = sub.add_parser("gate-writers", help="the question gate cross-fitted by writer (dev)")
+    gate.add_argument("--bounds", default="0.38,0.40,0.45,0.50,0.55,0.60",
+                      help="closest-preference bounds to report, comma-separated")
+    gate.add_argument("--gate-set", type=Path, default=None,
+                      help="written gate set (default bench/personal/gate/questions.jsonl)")
+    for step in (top5, sub.choices["keep-writers"], gate):
         step.add_argument("--data", type=Path, default=None, help="personal-stream set folder")
         step.add_argument("--profile", default="linux-cpu")
     args = ap.parse_args(argv)
@@ -151,6 +161,8 @@ def _run_step(args: argparse.Namespace) -> dict[str, Any]:
     from epic_edge_lab import personal_data
 
     profile = load_profile(args.profile)
+    if args.step == "gate-writers":
+        return _gate_writers(args, profile)
     if args.step == "keep-writers":
         personas = personal_data.load(args.data, "dev")
         embedder = registry.create("embedder", profile.embedder, model_dir())
@@ -172,6 +184,30 @@ def _run_step(args: argparse.Namespace) -> dict[str, Any]:
                                 f"(run with --split {args.split})")
     embedder = registry.create("embedder", profile.embedder, model_dir())
     return oracle_top5(personas, kept, embedder.embed)
+
+
+def _gate_writers(args: argparse.Namespace, profile: Any) -> dict[str, Any]:
+    from epic_edge import registry
+    from epic_edge.models import model_dir
+    from epic_edge_lab import gate_training, personal_data
+
+    try:
+        bounds = [float(b) for b in args.bounds.split(",")]
+    except ValueError:
+        raise InvalidInputError(f"--bounds wants numbers like 0.38,0.45, got {args.bounds!r}"
+                                ) from None
+    personas = personal_data.load(args.data, "dev")
+    embed = registry.create("embedder", profile.embedder, model_dir()).embed
+    written = gate_training.gate_set(args.gate_set or gate_training.GATE_SET)
+    data = gate_training.questions(personas, written, gate_training.judged_dev())
+    writer = np.array([writer_of(p.number) for p in personas for _ in p.questions])
+    report = gate_training.by_writer(data, embed(data.text),
+                                     gate_training.personal_closest(personas, embed),
+                                     writer, bounds)
+    for row in report.values():
+        row["per_writer"] = {f"p{10 * w + 1:02d}-p{10 * w + 10:02d}": rates
+                             for w, rates in row["per_writer"].items()}
+    return report
 
 
 if __name__ == "__main__":

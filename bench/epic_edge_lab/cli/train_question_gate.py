@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
                                       "cross-fitted figures and write it.")
     p.add_argument("--data", type=Path, default=None,
                    help="personal-stream set folder (default bench/personal/personas)")
-    personal_data.add_personas_option(p, "1-40, the first round's")
+    personal_data.add_personas_option(p)
     p.add_argument("--gate-set", type=Path, default=None,
                    help="written gate set (default bench/personal/gate/questions.jsonl)")
     p.add_argument("--served", type=float, default=0.97,
@@ -47,9 +47,7 @@ def main(argv: list[str]) -> int:
         data, embedder.embed(data.text), args.served,
         f"{len(personas)} personal dev personas, {len(written)} written gate-set personas, "
         f"the judged dev questions and the background questions, {profile.name}")
-    below = gate_training.closest_bound(personas, written, embedder.embed)
-    print(json.dumps({**report, "question_gate_below": round(below, 2),
-                      "profile": profile.name}, indent=2))
+    print(json.dumps({**report, "profile": profile.name}, indent=2))
     if not args.check:
         args.out.write_text(json.dumps(gate.to_dict()) + "\n", encoding="utf-8")
         print(f"written {args.out}")
