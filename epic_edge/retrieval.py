@@ -11,6 +11,10 @@ import numpy as np
 from epic_edge.ranking import Evidence, fuse, weighted
 from epic_edge.types import Hit, Preference
 
+# entries looked at per hit asked for: an item filed under several preferences (the verifier's
+# max_preferences_per_item) has an entry under each and is one hit, at its best-ranked entry
+WIDEN = 4
+
 if TYPE_CHECKING:
     from epic_edge.entry_index import EntryIndex
     from epic_edge.lexical import LexicalEvidence
@@ -110,29 +114,45 @@ def lookup(
         query = memory.steering.search_vector(q, question, memory.embedder.embed)
         lap("steer by text")
     lifts = boosts(memory, question, q, steer)
+    wide = min(len(memory.entry_index), k * WIDEN)
     if lifts:  # every entry's vector score, fused with the evidence (epic_edge.ranking)
         scores, ids = memory.entry_index.search(query, len(memory.entry_index))
-        ranked, scores, ids = fuse(scores[0], ids[0], lifts, k)
+        ranked, scores, ids = fuse(scores[0], ids[0], lifts, wide)
     else:
-        scores, ids = memory.entry_index.search(query, k)
+        scores, ids = memory.entry_index.search(query, wide)
         scores, ids = scores[0], ids[0]
         ranked = scores
     lap("search")
-    rows = memory.store.entries_by_id(i for i in ids if i >= 0)
-    hits = []
-    for rank_score, score, entry_id in zip(ranked, scores, ids):
-        row = rows.get(int(entry_id))
-        if row is None or (min_score is not None and score < min_score):
-            continue
-        eid, instruction, confidence, item_text, source, pid, ptext, item_id, external = row
-        hits.append(Hit(eid, float(rank_score), instruction, item_text, Preference(pid, ptext),
-                        source, float(confidence), item_id, external, float(score)))
+    hits = fetch_hits(memory, ranked, scores, ids, k, min_score)
     lap("fetch")
     if not hits:
         reason = (f"no entry scored at least {min_score:.3f}" if min_score is not None
                   else "no entry found")
         return Retrieval([], preference, similarity, False, reason, timings)
     return Retrieval(hits, preference, similarity, True, reason, timings)
+
+
+def fetch_hits(memory: Searched, ranked: np.ndarray, scores: np.ndarray, ids: np.ndarray,
+               k: int, min_score: float | None) -> list[Hit]:
+    """The first k distinct items among the ranked entries, each at its best-ranked entry,
+    read k entries at a time (one read when no item has a second entry among them)."""
+    hits: list[Hit] = []
+    items: set[int] = set()
+    for start in range(0, len(ids), max(1, k)):
+        part = slice(start, start + max(1, k))
+        rows = memory.store.entries_by_id(i for i in ids[part] if i >= 0)
+        for rank_score, score, entry_id in zip(ranked[part], scores[part], ids[part]):
+            row = rows.get(int(entry_id))
+            if row is None or (min_score is not None and score < min_score) or row[7] in items:
+                continue  # row[7]: the item's id
+            eid, instruction, confidence, item_text, source, pid, ptext, item_id, external = row
+            hits.append(Hit(eid, float(rank_score), instruction, item_text,
+                            Preference(pid, ptext), source, float(confidence), item_id,
+                            external, float(score)))
+            items.add(item_id)
+            if len(hits) == k:
+                return hits
+    return hits
 
 
 def boosts(memory: Searched, question: str, q: np.ndarray, steer: bool) -> list[Evidence]:

@@ -117,7 +117,7 @@ def test_retrieve_steers_to_closest_preference_and_returns_hits(memory):
 def test_remove_preference_drops_only_its_entries(memory):
     memory.add_preference("battery storage and plant foods")
     memory.ingest(CORPUS)
-    linked = {h.preference.text for h in memory.retrieve("plant foods", k=10)}
+    linked = {e.preference.text for e in memory.entries(limit=100)}
     assert "battery storage and plant foods" in linked
     removed = memory.remove_preference(PREFS[1])
     assert removed >= 1

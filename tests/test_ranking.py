@@ -177,3 +177,15 @@ def test_any_instance_of_the_calibrated_model_keeps_the_profiles_ranking(tmp_pat
         memory = Memory.open(tmp_path / "own.epic", shipped)
     with memory:
         assert memory.settings.lexical is None
+
+
+def test_an_item_filed_under_two_preferences_is_one_hit_at_its_best_entry(tmp_path):
+    with Memory.open(tmp_path / "two.epic", embedder=BagOfWordsEmbedder(),
+                     verifier=KeywordVerifier(), tau=0.0) as memory:
+        memory.add_preferences(["vegan food", "cheap dinner"])
+        memory.ingest(["vegan food and cheap dinner at Lotus", "vegan food stall opens"])
+        assert memory.store.count("entries") == 3  # the first item is filed under both
+        hits = memory.retrieve("vegan food cheap dinner", k=2, gate=-1.0)
+        assert [h.item_text for h in hits] == ["vegan food and cheap dinner at Lotus",
+                                               "vegan food stall opens"]
+        assert len({h.item_id for h in memory.retrieve("vegan food", k=5, gate=-1.0)}) == 2

@@ -149,7 +149,6 @@ def train(data: Questions, vectors: np.ndarray, served: float, trained_on: str,
                         scale), report
 
 
-
 def personal_closest(personas: list[Persona], embed: Callable[[list[str]], np.ndarray]
                      ) -> np.ndarray:
     """Each personal question's closest-preference similarity E(q).E(p*), in `questions` order

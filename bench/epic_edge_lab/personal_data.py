@@ -88,8 +88,14 @@ def number_range(text: str) -> range:
 def add_personas_option(parser: argparse.ArgumentParser, shipped: str | None = None) -> None:
     """A trainer's --personas FIRST-LAST (a range of persona numbers; `shipped`: the range the
     shipped file was trained on, when not every dev persona)."""
+    def personas(text: str) -> range:
+        try:
+            return number_range(text)
+        except InvalidInputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
     note = f"the shipped file: {shipped}; " if shipped else ""
-    parser.add_argument("--personas", type=number_range, default=None, metavar="FIRST-LAST",
+    parser.add_argument("--personas", type=personas, default=None, metavar="FIRST-LAST",
                         help=f"only the dev personas numbered FIRST..LAST ({note}default every "
                              "dev persona)")
 
