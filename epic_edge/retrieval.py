@@ -143,9 +143,11 @@ def fetch_hits(memory: Searched, ranked: np.ndarray, scores: np.ndarray, ids: np
         rows = memory.store.entries_by_id(i for i in ids[part] if i >= 0)
         for rank_score, score, entry_id in zip(ranked[part], scores[part], ids[part]):
             row = rows.get(int(entry_id))
-            if row is None or (min_score is not None and score < min_score) or row[7] in items:
-                continue  # row[7]: the item's id
+            if row is None or (min_score is not None and score < min_score):
+                continue
             eid, instruction, confidence, item_text, source, pid, ptext, item_id, external = row
+            if item_id in items:
+                continue
             hits.append(Hit(eid, float(rank_score), instruction, item_text,
                             Preference(pid, ptext), source, float(confidence), item_id,
                             external, float(score)))

@@ -145,3 +145,13 @@ def test_train_keep_score_refuses_a_recall_outside_0_1_before_any_work(tmp_path,
     with pytest.raises(InvalidInputError, match="--recall"):
         main(["--recall", recall, "--out", str(tmp_path / "k.json")])
     assert not (tmp_path / "k.json").exists()
+
+
+def test_a_bad_persona_range_is_a_usage_error_naming_the_form(tmp_path, capsys):
+    pytest.importorskip("epic_edge_lab")
+    from epic_edge_lab.cli.train_keep_score import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--personas", "40-1", "--out", str(tmp_path / "k.json")])
+    assert stop.value.code == 2 and not (tmp_path / "k.json").exists()
+    assert "want persona numbers as FIRST-LAST (e.g. 1-40), got '40-1'" in capsys.readouterr().err

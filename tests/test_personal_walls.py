@@ -127,3 +127,13 @@ def test_gate_by_writer_scores_each_writer_with_a_gate_that_never_saw_it(monkeyp
     assert out["0.55"]["per_writer"][1] == {"no_memory_no_preference": 1.0,
                                             "no_memory_preference": None}
     assert out["0.55"]["pooled"]["no_memory_no_preference"] == 1.0
+
+
+def test_bad_bounds_are_a_usage_error_before_any_work(capsys, monkeypatch):
+    from epic_edge_lab import personal_data
+
+    monkeypatch.setattr(personal_data, "load", lambda *a, **k: pytest.fail("loaded the set"))
+    with pytest.raises(SystemExit) as stop:
+        personal_walls.main(["gate-writers", "--bounds", "0.4,high"])
+    assert stop.value.code == 2
+    assert "--bounds wants numbers like 0.38,0.45, got '0.4,high'" in capsys.readouterr().err

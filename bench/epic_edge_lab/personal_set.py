@@ -51,10 +51,9 @@ def brief_problems(persona: personal_data.Persona) -> list[str]:
     hows: dict[str, list[str]] = {p: [] for p in persona.preferences}
     for item in persona.items:
         for bearing in item.get("bears_on") or []:
-            hows.setdefault(str(bearing.get("pref")), []).append(str(bearing.get("how")))
+            hows.get(str(bearing.get("pref")), []).append(str(bearing.get("how")))
     out += [f"preference {p} has {len(h)} items bearing on it, of {len(set(h))} kinds of how "
-            "(want 3+ items, 2+ kinds)" for p, h in hows.items()
-            if p in persona.preferences and (len(h) < 3 or len(set(h)) < 2)]
+            "(want 3+ items, 2+ kinds)" for p, h in hows.items() if len(h) < 3 or len(set(h)) < 2]
     questions = persona.questions
     if not 8 <= len(questions) <= 10:
         out.append(f"{len(questions)} questions (want 8-10)")
@@ -212,8 +211,7 @@ def _adjudicate(out: Path, reader_files: list[Path], files: list[Path]) -> int:
                   if sum(i["id"] in r for r in readers) != 2]
     if unlabelled:
         raise InvalidInputError("adjudicate takes two readers' labels of every item (RUBRIC.md)"
-                                + (f"; not labelled twice: {unlabelled[:5]}" if unlabelled
-                                   else ""))
+                                f"; not labelled twice: {unlabelled[:5]}")
     total: Counter = Counter()
     out.mkdir(parents=True, exist_ok=True)
     for path, persona in zip(files, personas):

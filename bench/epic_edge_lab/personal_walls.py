@@ -97,6 +97,11 @@ def writer_of(number: int) -> int:
     return (number - 1) // 10
 
 
+def writer_label(writer: int) -> str:
+    """The decade of persona numbers one writer wrote: "p01-p10" for writer 0."""
+    return f"p{10 * writer + 1:02d}-p{10 * writer + 10:02d}"
+
+
 def keep_by_writer(data: keep_training.Pairs, numbers: Sequence[int], tau: float,
                    recall: float = 0.85) -> dict[str, Any]:
     """Precision at `recall` of the keep recipe's scores cross-fitted by writer (pooled and
@@ -124,7 +129,7 @@ def keep_by_writer(data: keep_training.Pairs, numbers: Sequence[int], tau: float
                               "pair_auc": keep_training.auc(data.y, by_persona)},
             "by_writer": {"precision": precision(by_writer),
                           "pair_auc": keep_training.auc(data.y, by_writer)},
-            "per_writer": {f"p{10 * w + 1:02d}-p{10 * w + 10:02d}":
+            "per_writer": {writer_label(w):
                            precision(by_writer, item_writer == w) for w in np.unique(writer)},
             "pair_auc_cosine": keep_training.auc(data.y, data.cosine)}
 
@@ -205,8 +210,7 @@ def _gate_writers(args: argparse.Namespace, profile: Any) -> dict[str, Any]:
                                      gate_training.personal_closest(personas, embed),
                                      writer, bounds)
     for row in report.values():
-        row["per_writer"] = {f"p{10 * w + 1:02d}-p{10 * w + 10:02d}": rates
-                             for w, rates in row["per_writer"].items()}
+        row["per_writer"] = {writer_label(w): rates for w, rates in row["per_writer"].items()}
     return report
 
 
