@@ -129,6 +129,39 @@ def test_a_replayed_discard_goes_to_the_real_verifier_when_a_keep_score_may_resc
     assert not replay.verify("dropped", prefs).keep  # no keep score in play: replayed
 
 
+def test_a_replayed_keep_under_the_threshold_goes_to_the_real_verifier_when_it_may_file_twice():
+    """Under the threshold the rescue lowers the cut a second preference must pass, so a
+    keep there with several candidates is filed by the real verifier (the Ray build's
+    replays must file as the runtime does)."""
+    pytest.importorskip("epic_edge_lab")
+    from epic_edge.types import Preference, Verdict
+    from epic_edge_lab.replay import ReplayVerifier
+
+    class Real:
+        keep_score, rescue_below, threshold = object(), 0.5, 0.7
+
+        def __init__(self, max_preferences_per_item: int) -> None:
+            self.max_preferences_per_item, self.calls = max_preferences_per_item, []
+
+        def verify(self, item, candidates, rescore=None):
+            self.calls.append(item)
+            return Verdict(True, [c.id for c in candidates], {c.id: "x" for c in candidates},
+                           confidence=0.6)
+
+    prefs = [Preference(7, "p"), Preference(8, "q")]
+    judged = {("floor", ("p", "q")): Verdict(True, [0], {0: "i"}, confidence=0.6),
+              ("sure", ("p", "q")): Verdict(True, [0], {0: "i"}, confidence=0.9),
+              ("alone", ("p",)): Verdict(True, [0], {0: "i"}, confidence=0.6)}
+    for most, asked in ((2, ["floor"]), (1, [])):
+        real = Real(most)
+        replay = ReplayVerifier(judged, fallback=lambda real=real: real)
+        filed = {item: replay.verify(item, prefs[:len(key)], rescore=len).preference_ids
+                 for (item, key) in judged}
+        assert real.calls == asked and replay.misses == len(asked)
+        assert filed["floor"] == ([7, 8] if most == 2 else [7])
+        assert filed["sure"] == [7] and filed["alone"] == [7]
+
+
 def test_explain_says_what_ingest_does_with_the_keep_score(tmp_path, reference_models):
     with Memory.open(tmp_path / "m.epic", model_dir=reference_models) as memory:
         memory.add_preferences([FLIGHTS])

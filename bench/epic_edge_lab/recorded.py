@@ -27,7 +27,8 @@ AXES = ("aligned", "answers", "both", "ndcg")
 
 @dataclass
 class RecordedMemory:
-    """One persona's recorded entries: item ids (pids), vectors as the memory stored them,
+    """One persona's recorded entries: item ids (pids, one per entry: an item filed under two
+    preferences appears twice, ranked once by `distinct_top`), vectors as the memory stored them,
     the lexical index, each entry's shortfall, and (when the run recorded them) the
     preference row and confidence each was filed with."""
 
@@ -87,9 +88,15 @@ class RecordedRun:
         fmt = str((self.profile.index or {}).get("vectors", "float32"))
         dim = self.embedder.dim
         for record in self.run["per_persona"]:
-            pids = [p for p in dict.fromkeys(record["memory_pids"]) if p in self._row_of]
-            if not pids:
+            filed = record.get("memory_confidence")  # (preference row, confidence) per entry
+            if filed is None:  # an older run: one entry per item, its filing unrecorded
+                kept = [(p, None) for p in dict.fromkeys(record["memory_pids"])]
+            else:  # every entry: an item filed under two preferences is ranked at each
+                kept = list(zip(record["memory_pids"], filed))
+            kept = [(p, f) for p, f in kept if p in self._row_of]
+            if not kept:
                 continue
+            pids = [p for p, _ in kept]
             prefs = list(dict.fromkeys(common.persona_questions(
                 self._personas[record["persona"]])[0]))
             steering = Steering(
@@ -99,9 +106,8 @@ class RecordedRun:
                 by=setting.get("steer_by", PAPER_STEER_BY))
             texts = [self._items[self._row_of[p]].text for p in pids]
             rows = sure = None
-            if "memory_confidence" in record:  # (preference row, confidence) as recorded
-                filed = dict(zip(record["memory_pids"], record["memory_confidence"]))
-                rows_, sure_ = np.array([filed[p] for p in pids], np.float64).T
+            if filed is not None:
+                rows_, sure_ = np.array([f for _, f in kept], np.float64).T
                 rows, sure = rows_.astype(np.int64), sure_
             yield RecordedMemory(
                 record["persona"], pids, texts, steering,

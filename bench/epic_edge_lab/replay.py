@@ -76,12 +76,12 @@ class ReplayVerifier:
     def verify(self, item: str, candidates: Sequence[Preference], rescore: Any = None
                ) -> Verdict:
         """The verdict judged ahead. With a `rescore` (the keep score, which depends on the
-        memory's whole preference set) only a keep of the decision's own replays: it does not
-        change under the floor's rescue; any other verdict goes to the real verifier."""
+        memory's whole preference set) only a verdict the rescue cannot change replays (
+        `rescue_proof`); any other goes to the real verifier."""
         candidates = list(candidates)
         known = self.verdicts.get((item, tuple(p.text for p in candidates)))
-        if rescore is not None and known is not None and not (
-                known.keep and known.confidence >= self._real_verifier().rescue_below):
+        if rescore is not None and known is not None and not rescue_proof(
+                known, self._real_verifier(), len(candidates)):
             known = None
         with self._lock:
             if known is None:
@@ -103,3 +103,15 @@ class ReplayVerifier:
                 raise RuntimeError("no verdict judged ahead for this item and no fallback")
             self._real = self._fallback()
         return self._real
+
+
+def rescue_proof(verdict: Verdict, verifier: Any, candidates: int) -> bool:
+    """Whether the keep score's rescue would give this decision-only verdict unchanged: a
+    keep of the decision's own (P(Keep) at or above the floor), filed alike. Under the
+    threshold the rescue lowers the cut a second preference must pass (floor x the keep
+    score's threshold), so a keep there that may be filed under more than one of several
+    candidates is the real verifier's to give."""
+    if not verdict.keep or verdict.confidence < verifier.rescue_below:
+        return False
+    filed_alike = candidates == 1 or getattr(verifier, "max_preferences_per_item", 1) == 1
+    return filed_alike or verdict.confidence >= verifier.threshold
