@@ -1,0 +1,126 @@
+"""Study (issue 40, top-5 target): how far routing a question to the preferences it touches, and
+filing items softly under every preference, could take the top 5; and whether a router learned
+on MiniLM's vectors finds those preferences better than the closest one by text. Dev only.
+
+Soft filing: each (item, preference) pair's P(bears) from the keep score's recipe, cross-fitted
+by writer (fitted on the other seven writers' dev personas). A ranking is cosine + lam x the sum,
+over preferences, of the router's weight times the item's filing under it; the router is the
+question's labelled preferences (an oracle no lookup has), a softmax over its cosine to each
+preference (temperature 1/20), or that softmax over cosine plus the best filed items' cosine.
+The learned router: a logistic over (question, preference) features (cosine and its margin,
+z-score and rank among the persona's preferences; MiniLM's elementwise product q*p), trained on
+the written gate set's 1,536 preference questions (bench/personal/gate/), top-1 accuracy on the
+dev personas' preference questions. Results: results.md.
+
+    .venv/bin/python bench/results/personal_top5_study/route.py bench/results/personal.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from epic_edge import registry
+from epic_edge.models import model_dir
+from epic_edge.profiles import load_profile
+from epic_edge_lab import keep_training, personal_data
+from epic_edge_lab.personal_walls import writer_of
+
+
+def soft_filing(personas, embedder, verifier) -> list[np.ndarray]:
+    """Per persona, P(bears) of every (item, preference), cross-fitted by writer."""
+    data = keep_training.pairs(personas, embedder, verifier)
+    writer = np.array([writer_of(personas[i].number) for i in data.persona])
+    raw = np.zeros(len(data.y))
+    for w in set(writer.tolist()):
+        weights, bias = keep_training.linear_score(data.x[writer != w], data.y[writer != w])
+        raw[writer == w] = data.x[writer == w] @ weights + bias
+    slope, offset = keep_training.logistic(raw[:, None], data.y.astype(float), 1e6)
+    prob = 1.0 / (1.0 + np.exp(-(slope[0] * raw + offset)))
+    return [prob[data.persona == n].reshape(len(p.items), len(p.preferences))
+            for n, p in enumerate(personas)]
+
+
+def router_features(q: np.ndarray, prefs: np.ndarray) -> np.ndarray:
+    c = prefs @ q
+    return np.hstack([np.stack([c, c - c.max(), (c - c.mean()) / (c.std() + 1e-6),
+                                np.argsort(np.argsort(-c)) == 0], 1), q[None, :] * prefs])
+
+
+def main(run_path: str) -> None:
+    profile = load_profile("linux-cpu")
+    embedder = registry.create("embedder", profile.embedder, model_dir())
+    verifier = registry.create("verifier", {**profile.verifier, "keep_score": None}, model_dir())
+    embed = lambda texts: np.asarray(embedder.embed([" ".join(str(t).split()) for t in texts]))  # noqa: E731
+    run = json.load(open(run_path, encoding="utf-8"))
+    kept = {int(r["persona"]): r["kept"] for r in run["per_budget"]["profile"]["per_persona"]}
+    personas = personal_data.load(None, "dev")
+    soft = soft_filing(personas, embedder, verifier)
+    cases = []  # (persona, item vectors, pref vectors, q, touched, answers, held, filings)
+    for p, filed_softly in zip(personas, soft):
+        items, prefs = embed([i["text"] for i in p.items]), embed(list(p.preferences.values()))
+        memory = kept[p.number]
+        ids, order = [i["id"] for i in p.items], list(p.preferences)
+        filings = {"memory": np.array([[x in memory.get(i, ()) for x in order] for i in ids],
+                                      float),
+                   "soft": filed_softly,
+                   "labels": np.array([[x in p.bears_on.get(i, ()) for x in order] for i in ids],
+                                      float)}
+        for q, qv in zip(p.questions, embed([q.text for q in p.questions])):
+            if q.prefs and q.answers:
+                cases.append((p.number, items, prefs, qv, np.array([x in q.prefs for x in order]),
+                              np.array([i in q.answers for i in ids]),
+                              np.array([i in memory for i in ids]), filings))
+
+    def routed(case, router, filing):
+        _, items, prefs, q, touched, _, _, filings = case
+        if router == "oracle":
+            return touched.astype(float)
+        evidence = prefs @ q
+        if router == "entries":
+            c = items @ q
+            f = filings[filing]
+            evidence = evidence + np.array([np.sort(c * f[:, j])[-3:].mean()
+                                            for j in range(f.shape[1])])
+        w = np.exp(20 * evidence)
+        return w / w.sum()
+
+    def top5(router, filing, lam):
+        per = {}
+        for case in cases:
+            number, items, _, q, _, answers, held, filings = case
+            s = items @ q + lam * filings[filing] @ routed(case, router, filing)
+            top = np.flatnonzero(held)[np.argsort(-s[held], kind="stable")[:5]]
+            per.setdefault(number, []).append(answers[top].sum() / answers.sum())
+        return float(np.mean([np.mean(v) for v in per.values()]))
+
+    print(f"cosine over the memory: {top5('oracle', 'memory', 0.0):.3f}\n")
+    print("| filing | lam | oracle router | softmax over preference cosine | + filed items |")
+    print("|---|---|---|---|---|")
+    for filing in ("memory", "soft", "labels"):
+        for lam in (0.2, 0.4, 1.0):
+            print(f"| {filing} | {lam:g} | " + " | ".join(
+                f"{top5(r, filing, lam):.3f}" for r in ("oracle", "softmax", "entries")) + " |")
+    gate = [json.loads(line) for line in open(personal_data.default_dir().parent / "gate" /
+                                              "questions.jsonl", encoding="utf-8")]
+    x, y = [], []
+    for g in gate:
+        prefs = embed([p["text"] for p in g["preferences"]])
+        for q in (q for q in g["questions"] if q["prefs"]):
+            x.append(router_features(embed([q["text"]])[0], prefs))
+            y.append([p["id"] in q["prefs"] for p in g["preferences"]])
+    closest = np.mean([case[4][np.argmax(case[2] @ case[3])] for case in cases])
+    print(f"\nrouter top-1 accuracy, dev preference questions: closest by text {closest:.3f}")
+    for name, cols in (("scalar", slice(0, 4)), ("q*p", slice(4, None)), ("both", slice(None))):
+        model = LogisticRegression(C=1.0, max_iter=3000).fit(
+            np.vstack(x)[:, cols], np.concatenate(y))
+        hit = [case[4][np.argmax(model.decision_function(
+            router_features(case[3], case[2])[:, cols]))] for case in cases]
+        print(f"learned on the gate set ({len(y)} questions), {name}: {np.mean(hit):.3f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "bench/results/personal.json")
