@@ -138,8 +138,9 @@ def fetch_hits(memory: Searched, ranked: np.ndarray, scores: np.ndarray, ids: np
     read k entries at a time (one read when no item has a second entry among them)."""
     hits: list[Hit] = []
     items: set[int] = set()
-    for start in range(0, len(ids), max(1, k)):
-        part = slice(start, start + max(1, k))
+    step = max(1, k)
+    for start in range(0, len(ids), step):
+        part = slice(start, start + step)
         rows = memory.store.entries_by_id(i for i in ids[part] if i >= 0)
         for rank_score, score, entry_id in zip(ranked[part], scores[part], ids[part]):
             row = rows.get(int(entry_id))

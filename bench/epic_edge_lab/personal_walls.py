@@ -92,6 +92,18 @@ def oracle_top5(personas: Sequence[Persona], kept: Mapping[int, Mapping[str, Seq
             "answers_bearing_on_a_touched_preference": float(np.mean(bearing))}
 
 
+def saved_memories(path: Path, budget: str = "profile") -> dict[int, dict[str, list[str]]]:
+    """Each persona's memory in a saved `bench personal` run at `budget`: its number -> item
+    id -> the preferences the item is filed under."""
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+        return {int(row["persona"]): row["kept"]
+                for row in run["per_budget"][budget]["per_persona"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"{path}: not a saved `bench personal` run with budget "
+                                f"{budget!r} ({exc})") from exc
+
+
 def writer_of(number: int) -> int:
     """The writer of persona pNN: ten personas each, p01-p10 the first."""
     return (number - 1) // 10
@@ -175,13 +187,7 @@ def _run_step(args: argparse.Namespace) -> dict[str, Any]:
                                    model_dir())
         data = keep_training.pairs(personas, embedder, verifier)
         return keep_by_writer(data, [p.number for p in personas], float(profile.embedder["tau"]))
-    try:
-        run = json.loads(args.run.read_text(encoding="utf-8"))
-        kept = {int(row["persona"]): row["kept"]
-                for row in run["per_budget"][args.budget]["per_persona"]}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InvalidInputError(f"{args.run}: not a saved `bench personal` run with budget "
-                                f"{args.budget!r} ({exc})") from exc
+    kept = saved_memories(args.run, args.budget)
     personas = personal_data.load(args.data, args.split)
     missing = [p.number for p in personas if p.number not in kept]
     if missing:

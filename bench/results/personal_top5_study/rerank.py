@@ -14,9 +14,11 @@ learned diagonal bilinear); both. Results: results.md.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -25,7 +27,32 @@ from epic_edge import registry
 from epic_edge.models import model_dir
 from epic_edge.profiles import load_profile
 from epic_edge_lab import personal_data
-from epic_edge_lab.personal_walls import writer_of
+from epic_edge_lab.personal_walls import saved_memories, writer_of
+
+
+def setup(run_path: str) -> tuple[Any, Callable[[list[str]], np.ndarray], dict]:
+    """linux-cpu's embedder, an embed() of texts as the bench embeds them (whitespace folded),
+    and the saved run's memories (persona number -> item id -> preferences filed under)."""
+    embedder = registry.create("embedder", load_profile("linux-cpu").embedder, model_dir())
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.asarray(embedder.embed([" ".join(str(t).split()) for t in texts]))
+
+    return embedder, embed, saved_memories(Path(run_path))
+
+
+def top5_share(scores: np.ndarray, answers: np.ndarray, held: np.ndarray) -> float:
+    """Share of the answer items among the 5 best-scored items held (ties in stream order)."""
+    top = np.flatnonzero(held)[np.argsort(-scores[held], kind="stable")[:5]]
+    return float(answers[top].sum() / answers.sum())
+
+
+def persona_mean(shares: Iterable[tuple[int, float]]) -> float:
+    """The mean over personas of each persona's mean share: (persona, share) per question."""
+    per: dict[int, list[float]] = {}
+    for persona, share in shares:
+        per.setdefault(persona, []).append(share)
+    return float(np.mean([np.mean(v) for v in per.values()]))
 
 
 def words(text: str) -> set[str]:
@@ -47,11 +74,7 @@ def features(q, items, prefs, question, persona):
 
 
 def main(run_path: str) -> None:
-    profile = load_profile("linux-cpu")
-    embedder = registry.create("embedder", profile.embedder, model_dir())
-    embed = lambda texts: np.asarray(embedder.embed([" ".join(str(t).split()) for t in texts]))  # noqa: E731
-    run = json.load(open(run_path, encoding="utf-8"))
-    kept = {int(r["persona"]): r["kept"] for r in run["per_budget"]["profile"]["per_persona"]}
+    _, embed, kept = setup(run_path)
     rows = []  # (writer, persona, features, answer mask, memory mask)
     for p in personal_data.load(None, "dev"):
         items = embed([i["text"] for i in p.items])
@@ -65,12 +88,9 @@ def main(run_path: str) -> None:
     writers = sorted({r[0] for r in rows})
 
     def recall(scores, over_memory):
-        per = {}
-        for (_, persona, _, answers, held), s in zip(rows, scores):
-            mask = held if over_memory else np.ones_like(held)
-            top = np.flatnonzero(mask)[np.argsort(-s[mask], kind="stable")[:5]]
-            per.setdefault(persona, []).append(answers[top].sum() / answers.sum())
-        return float(np.mean([np.mean(v) for v in per.values()]))
+        return persona_mean((persona, top5_share(s, answers, held if over_memory
+                                                 else np.ones_like(held)))
+                            for (_, persona, _, answers, held), s in zip(rows, scores))
 
     results = {"cosine": [r[2]["scalar"][:, 0] for r in rows]}
     for name in ("scalar", "product", "both"):

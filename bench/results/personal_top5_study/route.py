@@ -21,6 +21,7 @@ import json
 import sys
 
 import numpy as np
+from rerank import persona_mean, setup, top5_share  # this folder's other study
 from sklearn.linear_model import LogisticRegression
 
 from epic_edge import registry
@@ -51,12 +52,9 @@ def router_features(q: np.ndarray, prefs: np.ndarray) -> np.ndarray:
 
 
 def main(run_path: str) -> None:
-    profile = load_profile("linux-cpu")
-    embedder = registry.create("embedder", profile.embedder, model_dir())
-    verifier = registry.create("verifier", {**profile.verifier, "keep_score": None}, model_dir())
-    embed = lambda texts: np.asarray(embedder.embed([" ".join(str(t).split()) for t in texts]))  # noqa: E731
-    run = json.load(open(run_path, encoding="utf-8"))
-    kept = {int(r["persona"]): r["kept"] for r in run["per_budget"]["profile"]["per_persona"]}
+    embedder, embed, kept = setup(run_path)
+    verifier = registry.create("verifier", {**load_profile("linux-cpu").verifier,
+                                            "keep_score": None}, model_dir())
     personas = personal_data.load(None, "dev")
     soft = soft_filing(personas, embedder, verifier)
     cases = []  # (persona, item vectors, pref vectors, q, touched, answers, held, filings)
@@ -89,13 +87,9 @@ def main(run_path: str) -> None:
         return w / w.sum()
 
     def top5(router, filing, lam):
-        per = {}
-        for case in cases:
-            number, items, _, q, _, answers, held, filings = case
-            s = items @ q + lam * filings[filing] @ routed(case, router, filing)
-            top = np.flatnonzero(held)[np.argsort(-s[held], kind="stable")[:5]]
-            per.setdefault(number, []).append(answers[top].sum() / answers.sum())
-        return float(np.mean([np.mean(v) for v in per.values()]))
+        return persona_mean(
+            (case[0], top5_share(case[1] @ case[3] + lam * case[7][filing] @ routed(
+                case, router, filing), case[5], case[6])) for case in cases)
 
     print(f"cosine over the memory: {top5('oracle', 'memory', 0.0):.3f}\n")
     print("| filing | lam | oracle router | softmax over preference cosine | + filed items |")
