@@ -38,14 +38,32 @@ class Pairs:
 
 def pairs(personas: list[Persona], embedder: Any, verifier: Any) -> Pairs:
     """Features of every pair, as ingest computes them (embedder vectors, P(Keep))."""
+    return pairs_of(personas, vectors(personas, embedder), decisions(personas, verifier))
+
+
+def vectors(personas: list[Persona], embedder: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per persona, the embedder's vectors of its items and of its preferences."""
+    return [(embedder.embed(_texts(persona)), embedder.embed(list(persona.preferences.values())))
+            for persona in personas]
+
+
+def decisions(personas: list[Persona], verifier: Any) -> list[list[np.ndarray]]:
+    """Per persona and item, the decision's P(Keep) of the item for each preference."""
+    out = []
+    for persona in personas:
+        prefs = list(persona.preferences.values())
+        out.append([verifier.score_pairs(prefs, [text] * len(prefs))
+                    for text in _texts(persona)])
+    return out
+
+
+def pairs_of(personas: list[Persona], vectors: list[tuple[np.ndarray, np.ndarray]],
+             decisions: list[list[np.ndarray]]) -> Pairs:
+    """Every pair's features from given vectors and P(Keep), with its label."""
     rows, ys, item_no, who, labels = [], [], [], [], []
-    for n, persona in enumerate(personas):
+    for n, (persona, (items, pv), p_keeps) in enumerate(zip(personas, vectors, decisions)):
         prefs = list(persona.preferences)
-        pref_texts = [persona.preferences[p] for p in prefs]
-        texts = [" ".join(it["text"].split()) for it in persona.items]
-        pv = embedder.embed(pref_texts)
-        for item, text, vector in zip(persona.items, texts, embedder.embed(texts)):
-            p_keep = verifier.score_pairs(pref_texts, [text] * len(prefs))
+        for item, text, vector, p_keep in zip(persona.items, _texts(persona), items, p_keeps):
             rows.append(pair_features(vector, pv, p_keep, len(text.split())))
             bears = persona.bears_on.get(item["id"], frozenset())
             ys += [int(p in bears) for p in prefs]
@@ -54,6 +72,10 @@ def pairs(personas: list[Persona], embedder: Any, verifier: Any) -> Pairs:
             labels.append(int(bool(bears)))
     return Pairs(np.vstack(rows), np.array(ys), np.array(item_no), np.array(who),
                  np.array(labels))
+
+
+def _texts(persona: Persona) -> list[str]:
+    return [" ".join(item["text"].split()) for item in persona.items]
 
 
 def logistic(x: np.ndarray, y: np.ndarray, c: float, steps: int = 30) -> tuple[np.ndarray, float]:

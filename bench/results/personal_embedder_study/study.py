@@ -15,9 +15,10 @@ fine-tuned vectors are then scored on the held-out fold's writers:
   routing (the closest preference by text is one the question touches); top-5 recall of the
   preference questions' answer items over every item (store-everything) and steered toward the
   closest preference (cosine + 0.5 x the item's cosine to it);
-- the keep score's recipe (epic_edge_lab.keep_training, the decision's P(Keep) reused) fitted on
-  the training fold (with `--nested`, on its two writers the fine-tune did not see): pair AUC,
-  precision at recall 0.85, and recall / precision at the threshold the training fold chooses;
+- the keep score's recipe (epic_edge_lab.keep_training, the decision's P(Keep) computed once)
+  fitted on the training fold (with `--nested`, its two writers the fine-tune did not see):
+  pair AUC, precision at recall 0.85, and recall / precision at the threshold the training fold
+  chooses;
   soft filing (its P(bears) of every pair) ranked as cosine + lam x the sum over preferences
   of the router's weight x P(bears), the router a softmax over the question's cosine to each
   preference (temperature 1/20) or the labelled preferences (an oracle), over every item;
@@ -42,10 +43,10 @@ from transformers import AutoModel, AutoTokenizer
 
 from epic_edge import registry
 from epic_edge.export.minilm_onnx import find_minilm_weights
-from epic_edge.keep_score import SCALARS, pair_features
 from epic_edge.models import model_dir
 from epic_edge.profiles import load_profile
 from epic_edge_lab import LABELS, keep_training, personal_data
+from epic_edge_lab.personal_metrics import recall_at_k, top_ids
 from epic_edge_lab.personal_walls import writer_of
 
 TAU, RECALL, LAMS = 0.15, 0.85, (0.2, 0.4, 1.0)
@@ -115,33 +116,11 @@ def fine_tune(weights, tokenizer, pairs, epochs=2, batch=32, lr=3e-5):
     return enc
 
 
-def keep_pairs(personas, vectors, decision):
-    """keep_training.Pairs of every pair, features from `vectors`, the decision's P(Keep)."""
-    rows, ys, item, who, labels, k = [], [], [], [], [], 0
-    for n, (p, (iv, pv)) in enumerate(zip(personas, vectors)):
-        for it, u in zip(p.items, iv):
-            p_keep = 1 / (1 + np.exp(-decision[k:k + len(pv)]))
-            k += len(pv)
-            rows.append(pair_features(u, pv, p_keep, len(" ".join(it["text"].split()).split())))
-            bears = p.bears_on.get(it["id"], frozenset())
-            ys += [int(x in bears) for x in p.preferences]
-            item += [len(labels)] * len(pv)
-            who += [n] * len(pv)
-            labels.append(int(bool(bears)))
-    return keep_training.Pairs(np.vstack(rows), np.array(ys), np.array(item), np.array(who),
-                               np.array(labels))
-
-
-def share(ranked, answers):
-    return len(set(ranked[:5]) & set(answers)) / min(5, len(answers))
-
-
-def scores(enc, personas, held, fit, decision, wiki):
+def scores(enc, personas, held, fit, decisions, wiki):
     """Every figure of the docstring for the personas where `held` is true, the keep recipe
     fitted on those where `fit` is."""
-    vectors = [(enc.embed([it["text"] for it in p.items]), enc.embed(list(p.preferences.values())))
-               for p in personas]
-    data = keep_pairs(personas, vectors, decision)
+    vectors = keep_training.vectors(personas, enc)
+    data = keep_training.pairs_of(personas, vectors, decisions)
     ev, tr = held[data.persona], fit[data.persona]
     w, b = keep_training.linear_score(data.x[tr], data.y[tr])
     raw = data.x @ w + b
@@ -181,7 +160,7 @@ def scores(enc, personas, held, fit, decision, wiki):
                     [x in q.prefs for x in order], float)
             for name, s in rankings.items():
                 per.setdefault(name, {}).setdefault(p.number, []).append(
-                    share([ids[k] for k in np.argsort(-s)], q.answers))
+                    recall_at_k(top_ids(s, ids, 5), q.answers))
     out["routing_top1"] = float(np.mean(routed))
     out.update({f"top5 {name}": float(np.mean([np.mean(v) for v in by.values()]))
                 for name, by in per.items()})
@@ -215,7 +194,7 @@ def main() -> None:
     base = Encoder(AutoModel.from_pretrained(weights), tokenizer)
     profile = load_profile("linux-cpu")
     verifier = registry.create("verifier", {**profile.verifier, "keep_score": None}, model_dir())
-    decision = keep_training.pairs(personas, base, verifier).x[:, SCALARS.index("decision_logit")]
+    decisions = keep_training.decisions(personas, verifier)
     table = {}
     for f in (0, 1):
         training = [w for i, w in enumerate(writers) if i % 2 != f]
@@ -227,7 +206,7 @@ def main() -> None:
         for name, enc in (("MiniLM", base), ("fine-tuned", tuned)):
             fit = np.array([writer_of(p.number) in (training[1::2] if args.nested else training)
                             for p in personas])
-            table.setdefault(name, []).append(scores(enc, personas, fold == f, fit, decision,
+            table.setdefault(name, []).append(scores(enc, personas, fold == f, fit, decisions,
                                                      wiki))
             print(f"fold {f} {name}: {json.dumps(table[name][-1])}", flush=True)
     print("\n| figure (dev, held-out fold's writers, mean of two folds) | MiniLM | fine-tuned |")
