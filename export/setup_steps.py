@@ -1,31 +1,37 @@
-"""What `epic-edge setup` runs per backend row: MiniLM to ONNX, the GGUF, the learned decision."""
+"""What `epic-edge setup` runs per backend row: the embedder to ONNX, the GGUF, the learned
+decision."""
 
 from __future__ import annotations
 
+import json
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any
 
 from epic_edge import registry
-from epic_edge.errors import ModelNotFoundError
+from epic_edge.export.artifacts import learned_artifact, unpack_artifact
 from epic_edge.profiles import Profile
-
-# The shipped learned decision, trained once by the lab (epic-edge-lab's verifier/train.py,
-# deterministic for its seed) and committed beside the code: setup unpacks it, never retrains.
-LEARNED_ARTIFACT = Path("artifacts") / "epic-verifier-minilm.tar.xz"
 
 
 def minilm_onnx(config: dict[str, Any], models: Path, force: bool = False) -> dict[str, Path]:
-    """MiniLM exported to ONNX fp32, and the per-channel int8 copy linux-cpu embeds with."""
-    from epic_edge.export.minilm_onnx import export_minilm_onnx
+    """The embedder exported to ONNX fp32, and the per-channel int8 copy linux-cpu embeds with."""
+    from epic_edge.export.minilm_onnx import FOLDER, embedder_weights, export_minilm_onnx
     from epic_edge.export.onnx_int8 import INT8_NAME, quantize_int8
 
-    fp32 = export_minilm_onnx(models / "all-minilm-l6-v2", force=force)
+    fp32 = export_minilm_onnx(models / FOLDER, force=force, weights=embedder_weights(models))
     int8 = fp32.with_name(INT8_NAME)
-    if force or not int8.is_file():
+    if force or not int8.is_file() or not _quantized(fp32):
         quantize_int8(fp32, int8)
     return {"embedder": fp32, "embedder (int8)": int8}
+
+
+def _quantized(fp32: Path) -> bool:
+    """True when the int8 copy was made from this fp32 export (quantize_int8 notes it in the
+    export's model.json; a new export writes model.json afresh, without the note)."""
+    try:
+        return "int8" in json.loads(fp32.with_name("model.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
 
 
 def gguf(config: dict[str, Any], models: Path, force: bool = False) -> dict[str, Path]:
@@ -33,34 +39,6 @@ def gguf(config: dict[str, Any], models: Path, force: bool = False) -> dict[str,
     from epic_edge.export.gguf import install_gguf
 
     return {"verifier": install_gguf(models)}
-
-
-def learned_artifact() -> Path:
-    """The committed learned decision in the checkout epic-edge runs from."""
-    from epic_edge.export.python_package import source_root
-
-    root = source_root()
-    path = root / LEARNED_ARTIFACT if root else LEARNED_ARTIFACT
-    if not path.is_file():
-        raise ModelNotFoundError(
-            f"the learned decision ({LEARNED_ARTIFACT}) is not here: run `epic-edge setup` from "
-            "the epic-edge checkout, or retrain it with the lab: epic-edge-lab train-verifier")
-    return path
-
-
-def unpack_learned(artifact: Path, folder: Path) -> None:
-    """Unpack the artifact's files (model.onnx, model.json, tokenizer.json) into `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(artifact, "r:xz") as tar:
-        for member in tar.getmembers():
-            name = Path(member.name).name
-            if not member.isfile() or name != member.name:
-                raise ModelNotFoundError(f"{artifact}: unexpected entry {member.name!r}")
-            source = tar.extractfile(member)
-            assert source is not None  # a regular file
-            part = folder / f"{name}.part"
-            part.write_bytes(source.read())
-            part.replace(folder / name)
 
 
 def learned_verifier(config: dict[str, Any], models: Path, force: bool = False
@@ -75,7 +53,7 @@ def learned_verifier(config: dict[str, Any], models: Path, force: bool = False
         artifact = learned_artifact()
         print(f"[setup] unpacking the learned decision ({artifact.stat().st_size / 2**20:.0f} "
               f"MB, xz) into {model.parent}", file=sys.stderr, flush=True)
-        unpack_learned(artifact, model.parent)
+        unpack_artifact(artifact, model.parent)
     installed["learned verifier"] = model
     if config.get("instructions", "template") == "llm":
         llm = {"backend": config.get("llm_backend", "llama-cpp")}
@@ -90,13 +68,13 @@ def run_step(kind: str, config: dict[str, Any], models: Path, force: bool) -> di
 
 
 def install_reference_models(models: Path, *, force: bool = False) -> dict[str, Path]:
-    """Every reference model: MiniLM in ONNX (fp32 and int8) and the SmolLM2 GGUF the llama.cpp
-    verifier and its tests use; no network, idempotent."""
+    """Every reference model: the embedder in ONNX (fp32 and int8) and the SmolLM2 GGUF the
+    llama.cpp verifier and its tests use; no network, idempotent."""
     return {**minilm_onnx({}, models, force), **gguf({}, models, force)}
 
 
 def install_profile(profile: Profile, models: Path, *, force: bool = False) -> dict[str, Path]:
-    """MiniLM in ONNX (the reference embedder every export starts from), then each of the
+    """The embedder in ONNX (the reference every export starts from), then each of the
     profile's backends' setup steps (the registry row names it; a device-only backend has none:
     `epic-edge export --device` builds it). The GGUF only where a row needs it."""
     installed = minilm_onnx({}, models, force)

@@ -1,4 +1,4 @@
-"""MiniLM as a plain PyTorch module for tracing exporters (Core ML, ExecuTorch).
+"""The embedder (MiniLM) as a plain PyTorch module for tracing exporters (Core ML, ExecuTorch).
 
 Core ML has no converter for the `new_ones` that transformers' mask helpers emit, and
 torch.export trips over their data-dependent branches, so this wrapper calls BERT's embeddings
@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from epic_edge.export.minilm_onnx import _import_export_deps, load_minilm_encoder
+from epic_edge.export.minilm_onnx import (
+    _import_export_deps,
+    embedder_weights,
+    load_minilm_encoder,
+)
 
 MASK_VALUE = -1.0e4  # additive mask; finite so fp16 programs stay finite
 
@@ -24,7 +28,7 @@ def explicit_mask_encoder(encoder: Any | None = None, *, token_types: bool = Tru
     learned cross-encoder's head reads).
     """
     torch, _ = _import_export_deps()
-    bert = encoder if encoder is not None else load_minilm_encoder()
+    bert = encoder if encoder is not None else load_minilm_encoder(embedder_weights())
 
     class ExplicitMaskEncoder(torch.nn.Module):
         def __init__(self) -> None:

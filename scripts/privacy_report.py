@@ -100,10 +100,11 @@ def network(models: Path | None = None) -> list[str]:
     from test_cli import PROFILE
     from test_network import ITEMS, QUERY_LOOP, STREAM_LOOP
 
+    from epic_edge.export.minilm_onnx import FOLDER
     from epic_edge.models import model_dir
 
     models = str(models or model_dir())
-    onnx = Path(models) / "all-minilm-l6-v2" / "model.onnx"
+    onnx = Path(models) / FOLDER / "model.onnx"
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

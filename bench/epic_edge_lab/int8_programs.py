@@ -26,6 +26,7 @@ from epic_edge.backends.learned_verifier import LearnedVerifier
 from epic_edge.backends.onnx_embedder import OnnxEmbedder
 from epic_edge.export.learned_decision import export_decision_executorch
 from epic_edge.export.minilm_executorch import export_executorch
+from epic_edge.export.minilm_onnx import FOLDER
 from epic_edge.models import model_dir
 from epic_edge.profiles import load_profile
 from epic_edge_lab.calibrate import load_verification_set
@@ -60,7 +61,7 @@ def decision_row(source: Path, folder: Path, prefs: list[str], passages: list[st
 
 def embedder_row(folder: Path, texts: list[str]) -> dict[str, Any]:
     """The int8 embedder program against the fp32 ONNX embedder (and linux-cpu's int8 ONNX)."""
-    source = model_dir() / "all-minilm-l6-v2"
+    source = model_dir() / FOLDER
     pte = export_executorch(folder, int8=True)
     tokenizer = source / "tokenizer.json"
     fp32 = OnnxEmbedder(source / "model.onnx", tokenizer).embed(texts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ def default_dir() -> Path:
 
 
 def load(root: Path | None = None, split: str = "dev",
-         numbers: range | None = None) -> list[Persona]:
+         numbers: Collection[int] | None = None) -> list[Persona]:
     """The personas of `split` in `root` (default bench/personal/personas/), by number, only
     those in `numbers` when given; a missing folder, a folder without pNN.json files, a
     malformed file or no persona chosen raises InvalidInputError (one line)."""
@@ -71,33 +72,38 @@ def load(root: Path | None = None, split: str = "dev",
     chosen = [p for p in personas if (split == "all" or p.split == split)
               and (numbers is None or p.number in numbers)]
     if not chosen:
-        among = f" numbered {numbers.start}-{numbers.stop - 1}" if numbers is not None else ""
+        among = f" numbered {min(numbers)}-{max(numbers)}" if numbers else ""
         raise InvalidInputError(f"no {split} personas{among} in {root} (odd numbers are dev, "
                                 "even test)")
     return chosen
 
 
-def number_range(text: str) -> range:
-    """"FIRST-LAST" (persona numbers, both included) as a range; a one-line error if not."""
-    first, _, last = text.partition("-")
-    if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
-        raise InvalidInputError(f"want persona numbers as FIRST-LAST (e.g. 1-40), got {text!r}")
-    return range(int(first), int(last) + 1)
+def number_range(text: str) -> frozenset[int]:
+    """"FIRST-LAST[,FIRST-LAST...]" (persona numbers, both ends included) as a set; a one-line
+    error if not."""
+    numbers: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
+            raise InvalidInputError("want persona numbers as FIRST-LAST[,FIRST-LAST...] (e.g. "
+                                    f"1-40 or 11-20,31-40), got {text!r}")
+        numbers.update(range(int(first), int(last) + 1))
+    return frozenset(numbers)
 
 
 def add_personas_option(parser: argparse.ArgumentParser, shipped: str | None = None) -> None:
-    """A trainer's --personas FIRST-LAST (a range of persona numbers; `shipped`: the range the
+    """A trainer's --personas FIRST-LAST[,...] (ranges of persona numbers; `shipped`: those the
     shipped file was trained on, when not every dev persona)."""
-    def personas(text: str) -> range:
+    def personas(text: str) -> frozenset[int]:
         try:
             return number_range(text)
         except InvalidInputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     note = f"the shipped file: {shipped}; " if shipped else ""
-    parser.add_argument("--personas", type=personas, default=None, metavar="FIRST-LAST",
-                        help=f"only the dev personas numbered FIRST..LAST ({note}default every "
-                             "dev persona)")
+    parser.add_argument("--personas", type=personas, default=None, metavar="FIRST-LAST[,...]",
+                        help=f"only the dev personas numbered FIRST..LAST, one range or "
+                             f"several ({note}default every dev persona)")
 
 
 def read(path: Path, number: int) -> Persona:

@@ -19,7 +19,12 @@ BLOCK = 1024  # rows embedded between two saves of the partial cache
 
 
 def _key(embedder: Embedder, texts: Sequence[str]) -> str:
+    """The cache key: the embedder's fingerprint, its weights' sha256 where its model.json
+    names one (a retrained artifact under the same name), and the texts."""
     digest = hashlib.sha256(embedder.fingerprint.encode())
+    weights = (getattr(embedder, "meta", None) or {}).get("weights_sha256")
+    if weights:
+        digest.update(str(weights).encode())
     for text in texts:
         digest.update(hashlib.sha256(text.encode("utf-8")).digest())
     return digest.hexdigest()[:16]

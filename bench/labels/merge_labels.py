@@ -164,9 +164,9 @@ def earlier(folder: Path, new_ids: set[int]) -> list[dict]:
 def minilm_fp32() -> Callable:
     """The embedder the first round clustered with: all-MiniLM-L6-v2 fp32 ONNX."""
     from epic_edge.backends.onnx_embedder import OnnxEmbedder
-    from epic_edge.models import model_dir
+    from epic_edge.export.minilm_onnx import export_base_onnx
 
-    m = model_dir() / "all-minilm-l6-v2"
+    m = export_base_onnx().parent
     return OnnxEmbedder(m / "model.onnx", m / "tokenizer.json", max_length=256).embed
 
 

@@ -15,7 +15,7 @@ from merge_labels import clusters, hash_split  # this folder (run as a script)
 
 from epic_edge.backends.onnx_embedder import OnnxEmbedder
 from epic_edge.datasets import load_prefwiki
-from epic_edge.models import model_dir
+from epic_edge.export.minilm_onnx import export_base_onnx
 
 
 def lead(extract: str, words: int = 100) -> str:
@@ -31,7 +31,7 @@ def main(summaries: str, out_path: str) -> None:
     wiki = json.load(open(summaries, encoding="utf-8"))
     titles = [t for t in sorted(wiki) if len(lead(wiki[t]["extract"]).split()) >= 15]
     texts = [lead(wiki[t]["extract"]) for t in titles]
-    m = model_dir() / "all-minilm-l6-v2"
+    m = export_base_onnx().parent
     emb = OnnxEmbedder(m / "model.onnx", m / "tokenizer.json", max_length=256)
     prefs = list(dict.fromkeys(b["preference"] for p in load_prefwiki()
                                for b in p["preference_blocks"]))

@@ -38,8 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # The lab (bench/, its own distribution epic-edge-lab) adds these commands and `bench` ones
 # through the entry point group below; the product never imports it.
 LAB_GROUP = "epic_edge.lab"
-LAB_COMMANDS = ("bench", "build", "data", "eval", "calibrate", "train-verifier", "train-keep-score",
-                "train-question-gate")
+LAB_COMMANDS = ("bench", "build", "data", "eval", "calibrate", "train-verifier", "train-embedder",
+                "train-keep-score", "train-question-gate")
 LAB_HINT = "the lab is not installed: bash scripts/setup.sh --all (or pip install -e bench)"
 
 

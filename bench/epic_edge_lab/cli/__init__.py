@@ -16,6 +16,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                  "set"),
     "train-verifier": ("epic_edge_lab.cli.train_verifier", "retrain the shipped learned "
                                                            "decision; check or pack its artifact"),
+    "train-embedder": ("epic_edge_lab.cli.train_embedder", "retrain the shipped embedder; "
+                                                           "check or pack its artifact"),
     "train-keep-score": ("epic_edge_lab.cli.train_keep_score", "fit the keep score on the "
                                                                "personal set's dev personas"),
     "train-question-gate": ("epic_edge_lab.cli.train_question_gate", "fit the question gate "

@@ -20,7 +20,8 @@ def main(argv: list[str]) -> int:
                                    "figures and write it.")
     p.add_argument("--data", type=Path, default=None,
                    help="personal-stream set folder (default bench/personal/personas)")
-    personal_data.add_personas_option(p, "1-40, the first round's")
+    personal_data.add_personas_option(p, "11-20,31-40,61-70,81-90, the writers the embedder "
+                                         "was not tuned on")
     p.add_argument("--recall", type=float, default=0.85,
                    help="item keep recall the threshold aims at, cross-fitted (default 0.85)")
     p.add_argument("--tau", type=float, default=None,

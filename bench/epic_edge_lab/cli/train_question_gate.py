@@ -21,7 +21,8 @@ def main(argv: list[str]) -> int:
                                       "cross-fitted figures and write it.")
     p.add_argument("--data", type=Path, default=None,
                    help="personal-stream set folder (default bench/personal/personas)")
-    personal_data.add_personas_option(p)
+    personal_data.add_personas_option(p, "11-20,31-40,61-70,81-90, the writers the embedder "
+                                         "was not tuned on")
     p.add_argument("--gate-set", type=Path, default=None,
                    help="written gate set (default bench/personal/gate/questions.jsonl)")
     p.add_argument("--served", type=float, default=0.97,

@@ -2,7 +2,7 @@
 
     epic-edge-lab train-verifier --check   # retrain (~10 min on 2 cores) and compare
 
-`epic-edge setup` unpacks artifacts/epic-verifier-minilm.tar.xz (export/setup_steps.py) instead
+`epic-edge setup` unpacks artifacts/epic-verifier-minilm.tar.xz (export/artifacts.py) instead
 of training; this module is how the artifact was made and how anyone checks it reproduces: the
 shipped recipe is deterministic for its seed, so a retraining gives the same model.json (but
 its training time) and the same P(Keep) on every labelled pair (within 1e-6; the same ONNX
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.export.setup_steps import LEARNED_ARTIFACT, unpack_learned
+from epic_edge.export.artifacts import LEARNED_ARTIFACT, unpack_artifact
 from epic_edge_lab import LAB_ROOT
 
 FILES = ("model.onnx", "model.json", "tokenizer.json")
@@ -33,11 +33,12 @@ def artifact_path() -> Path:
     return LAB_ROOT.parent / LEARNED_ARTIFACT
 
 
-def pack(folder: Path, out: Path) -> Path:
-    """Write FILES of a trained folder into a reproducible tar.xz (no times, owners or modes)."""
+def pack(folder: Path, out: Path, files: tuple[str, ...] = FILES) -> Path:
+    """Write `files` of a trained folder into a reproducible tar.xz (no times, owners or
+    modes)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w:xz", preset=9) as tar:
-        for name in FILES:
+        for name in files:
             data = (folder / name).read_bytes()
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o644
@@ -72,5 +73,5 @@ def check_artifact(trained: Path, artifact: Path | None = None) -> dict[str, Any
     """Unpack the committed artifact beside a fresh training and compare the two."""
     with tempfile.TemporaryDirectory(prefix="epic-artifact-") as tmp:
         shipped = Path(tmp)
-        unpack_learned(artifact or artifact_path(), shipped)
+        unpack_artifact(artifact or artifact_path(), shipped)
         return compare(trained, shipped)

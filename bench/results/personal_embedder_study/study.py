@@ -34,11 +34,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 from pathlib import Path
 
 import numpy as np
-import torch
 from transformers import AutoModel, AutoTokenizer
 
 from epic_edge import registry
@@ -46,74 +44,11 @@ from epic_edge.export.minilm_onnx import find_minilm_weights
 from epic_edge.models import model_dir
 from epic_edge.profiles import load_profile
 from epic_edge_lab import LABELS, keep_training, personal_data
+from epic_edge_lab.embedder_training import Encoder, fine_tune, training_pairs
 from epic_edge_lab.personal_metrics import recall_at_k, top_ids
 from epic_edge_lab.personal_walls import writer_of
 
 TAU, RECALL, LAMS = 0.15, 0.85, (0.2, 0.4, 1.0)
-
-
-class Encoder:
-    """MiniLM in torch: mean-pooled, normalised rows (what the shipped ONNX computes)."""
-
-    def __init__(self, model, tokenizer):
-        self.model, self.tokenizer = model, tokenizer
-
-    def batch(self, texts, max_length=96):
-        b = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
-                           return_tensors="pt")
-        hidden = self.model(**b).last_hidden_state
-        mask = b["attention_mask"].unsqueeze(-1).float()
-        return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
-
-    def embed(self, texts):
-        self.model.eval()
-        with torch.no_grad():
-            return torch.cat([self.batch(list(texts[i:i + 64]), 128)
-                              for i in range(0, len(texts), 64)]).numpy()
-
-
-def training_pairs(personas, gate):
-    out = []
-    for p in personas:
-        text = {it["id"]: it["text"] for it in p.items}
-        out += [(p.preferences[x], it["text"]) for it in p.items
-                for x in p.bears_on.get(it["id"], ())]
-        for q in p.questions:
-            out += [(q.text, text[a]) for a in q.answers]
-            out += [(q.text, p.preferences[x]) for x in q.prefs]
-    for g in gate:
-        prefs = {x["id"]: x["text"] for x in g["preferences"]}
-        out += [(q["text"], prefs[x]) for q in g["questions"] for x in q["prefs"]]
-    return out
-
-
-def fine_tune(weights, tokenizer, pairs, epochs=2, batch=32, lr=3e-5):
-    torch.manual_seed(0)
-    rng = random.Random(0)
-    enc = Encoder(AutoModel.from_pretrained(weights), tokenizer)
-    enc.model.train()
-    opt = torch.optim.AdamW(enc.model.parameters(), lr=lr)
-    steps = epochs * -(-len(pairs) // batch)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / (0.1 * steps)) * max(0.0, 1 - s / steps))
-    pairs = list(pairs)
-    for _ in range(epochs):
-        rng.shuffle(pairs)
-        for i in range(0, len(pairs), batch):
-            chunk = pairs[i:i + batch]
-            sim = 20 * enc.batch([a for a, _ in chunk]) @ enc.batch([b for _, b in chunk]).T
-            shared = torch.tensor([[r != c and (chunk[r][0] == chunk[c][0] or
-                                                chunk[r][1] == chunk[c][1])
-                                    for c in range(len(chunk))] for r in range(len(chunk))])
-            sim = sim.masked_fill(shared, -1e4)
-            target = torch.arange(len(chunk))
-            loss = (torch.nn.functional.cross_entropy(sim, target) +
-                    torch.nn.functional.cross_entropy(sim.T, target)) / 2
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-    return enc
 
 
 def scores(enc, personas, held, fit, decisions, wiki):
@@ -200,7 +135,7 @@ def main() -> None:
         training = [w for i, w in enumerate(writers) if i % 2 != f]
         tuned_on = training[::2] if args.nested else training
         train = [p for p in personas if writer_of(p.number) in tuned_on]
-        tuned = fine_tune(weights, tokenizer, training_pairs(train, gate))
+        tuned = fine_tune(weights, training_pairs(train, gate))
         if args.save:
             tuned.model.save_pretrained(args.save / f"fold{f}")
         for name, enc in (("MiniLM", base), ("fine-tuned", tuned)):
