@@ -189,7 +189,8 @@ def _profiles(out: Path, shipped: dict[str, Any], labels: dict) -> list[str]:
             "vectors (galaxy-z-flip6's ExecuTorch program and the fp32 ONNX model); the "
             "profile's own programs embed the preferences and questions and encode every "
             "passage for the decision. A run dates from the profile's settings of its day "
-            "(those before 2026-12-05: the decision alone, 0.4 MB, no eased steering).",
+            "(those before 2026-12-05: the decision alone, 0.4 MB, no eased steering; before "
+            "2026-12-06: the base all-MiniLM-L6-v2 embedder, as its column says).",
             "", common.table(rows, head), ""]
 
 
