@@ -46,7 +46,8 @@ def export_coreml(out_dir: Path, *, compute_units: str = "CPU_AND_NE", precision
     out_dir = Path(out_dir)
     package = out_dir / PACKAGE_NAME
     weights = embedder_weights()
-    if not force and package.is_dir() and same_weights(out_dir / "model.json", weights):
+    digest = weights_sha256(weights)
+    if not force and package.is_dir() and same_weights(out_dir / "model.json", digest):
         return package
     ct = _import_coremltools()
     import numpy as np
@@ -78,7 +79,7 @@ def export_coreml(out_dir: Path, *, compute_units: str = "CPU_AND_NE", precision
     shutil.rmtree(package, ignore_errors=True)
     tmp.rename(package)
     shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
-    meta = {"name": MODEL_NAME, "weights_sha256": weights_sha256(weights), "dim": DIM,
+    meta = {"name": MODEL_NAME, "weights_sha256": digest, "dim": DIM,
             "pooling": "mean", "normalize": True,
             "max_length": int(max_length), "precision": precision, "format": "coreml-mlprogram",
             "inputs": list(INPUTS), "input_dtype": "int32", "output": OUTPUT,

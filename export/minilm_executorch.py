@@ -164,7 +164,8 @@ def export_executorch(out_dir: Path, *, delegate: str = "xnnpack", max_length: i
     out_dir = Path(out_dir)
     pte = out_dir / pte_name(delegate, int8)
     weights = embedder_weights()
-    if not force and pte.is_file() and same_weights(out_dir / "model.json", weights):
+    digest = weights_sha256(weights)
+    if not force and pte.is_file() and same_weights(out_dir / "model.json", digest):
         return pte
     if delegate == "qnn":
         qnn_sdk_root()
@@ -172,7 +173,7 @@ def export_executorch(out_dir: Path, *, delegate: str = "xnnpack", max_length: i
                   delegate=delegate,
                   max_length=max_length, soc=soc, int8=int8)
     shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
-    meta = {"name": MODEL_NAME, "weights_sha256": weights_sha256(weights), "dim": DIM,
+    meta = {"name": MODEL_NAME, "weights_sha256": digest, "dim": DIM,
             "pooling": "mean", "normalize": True,
             "max_length": int(max_length), "precision": "int8" if int8 else "fp32",
             "format": "executorch",

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -49,15 +48,12 @@ def find_minilm_weights() -> Path:
     return folder
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def embedder_weights(models: Path | None = None) -> Path:
     """The shipped embedder's weights folder (MODELS/epic-minilm/weights), unpacked from its
     committed artifact on first use and again whenever the artifact changes (its sha256 is
     stamped beside the weights); without a checkout, the weights unpacked before."""
     from epic_edge.export.artifacts import embedder_artifact, unpack_artifact
+    from epic_edge.export.bundle import sha256_file
     from epic_edge.models import model_dir
 
     folder = (models or model_dir()) / FOLDER / "weights"
@@ -69,26 +65,28 @@ def embedder_weights(models: Path | None = None) -> Path:
         if complete:
             return folder
         raise
-    digest = _sha256(artifact)
+    digest = sha256_file(artifact)
     if not complete or not stamp.is_file() or stamp.read_text(encoding="utf-8") != digest:
         unpack_artifact(artifact, folder)
         stamp.write_text(digest, encoding="utf-8")
     return folder
 
 
-def same_weights(meta: Path, weights: Path) -> bool:
-    """True when an export's model.json names the sha256 of these weights (model.safetensors):
-    an export from other weights (an older artifact) is stale."""
+def same_weights(meta: Path, digest: str) -> bool:
+    """True when an export's model.json names `digest` (weights_sha256 of the weights it would
+    export): an export from other weights (an older artifact) is stale."""
     try:
         info = json.loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return info.get("weights_sha256") == weights_sha256(weights)
+    return info.get("weights_sha256") == digest
 
 
 def weights_sha256(weights: Path) -> str:
     """The sha256 of a weights folder's model.safetensors (what an export records)."""
-    return _sha256(weights / "model.safetensors")
+    from epic_edge.export.bundle import sha256_file
+
+    return sha256_file(weights / "model.safetensors")
 
 
 def _source_version() -> str:
@@ -106,11 +104,11 @@ def _weights_name(weights: Path) -> str:
         return BASE_NAME
 
 
-def _manifest(name: str, weights: Path) -> dict[str, Any]:
+def _manifest(name: str, digest: str) -> dict[str, Any]:
     source = f"{DIST_NAME} {_source_version()}"
     return {
         "name": name,
-        "weights_sha256": weights_sha256(weights),
+        "weights_sha256": digest,
         "dim": DIM,
         "pooling": "mean",
         "normalize": True,
@@ -198,9 +196,9 @@ def export_minilm_onnx(out_dir: Path, *, opset: int = 17, force: bool = False,
     out_dir = Path(out_dir)
     model_path = out_dir / "model.onnx"
     weights = weights or embedder_weights()
-    name = _weights_name(weights)
+    name, digest = _weights_name(weights), weights_sha256(weights)
     if not force and _is_valid_export(out_dir, name) and same_weights(out_dir / "model.json",
-                                                                        weights):
+                                                                        digest):
         return model_path
     torch, _ = _import_export_deps()
     wrapper = _pooled_encoder(torch, load_minilm_encoder(weights))
@@ -228,7 +226,7 @@ def export_minilm_onnx(out_dir: Path, *, opset: int = 17, force: bool = False,
         )
     os.replace(tmp_path, model_path)
     shutil.copyfile(weights / "tokenizer.json", out_dir / "tokenizer.json")
-    manifest = json.dumps(_manifest(name, weights), indent=2) + "\n"
+    manifest = json.dumps(_manifest(name, digest), indent=2) + "\n"
     (out_dir / "model.json").write_text(manifest, encoding="utf-8")
     return model_path
 

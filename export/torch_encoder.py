@@ -10,25 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from epic_edge.export.minilm_onnx import (
-    _import_export_deps,
-    embedder_weights,
-    load_minilm_encoder,
-)
+from epic_edge.export.minilm_onnx import _import_export_deps
 
 MASK_VALUE = -1.0e4  # additive mask; finite so fp16 programs stay finite
 
 
-def explicit_mask_encoder(encoder: Any | None = None, *, token_types: bool = True,
+def explicit_mask_encoder(encoder: Any, *, token_types: bool = True,
                           normalize: bool = True) -> Any:
-    """Return an eval-mode module: (input_ids, attention_mask[, token_type_ids]) -> (n, dim).
+    """Return an eval-mode module over `encoder` (a BertModel, load_minilm_encoder's):
+    (input_ids, attention_mask[, token_type_ids]) -> (n, dim).
 
     `token_types=False` drops the third input (all zeros for single sentences) for runtimes
     where fewer inputs are cheaper (Core ML); `normalize=False` keeps the plain mean (what the
     learned cross-encoder's head reads).
     """
     torch, _ = _import_export_deps()
-    bert = encoder if encoder is not None else load_minilm_encoder(embedder_weights())
+    bert = encoder
 
     class ExplicitMaskEncoder(torch.nn.Module):
         def __init__(self) -> None:

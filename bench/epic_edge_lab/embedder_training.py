@@ -152,12 +152,11 @@ def compare(trained: Path, artifact: Path | None = None) -> dict[str, Any]:
 
     from safetensors.numpy import load_file
 
-    from epic_edge.export.artifacts import EMBEDDER_ARTIFACT, unpack_artifact
-    from epic_edge_lab import LAB_ROOT
+    from epic_edge.export.artifacts import embedder_artifact, unpack_artifact
 
     with tempfile.TemporaryDirectory(prefix="epic-artifact-") as tmp:
         shipped = Path(tmp)
-        unpack_artifact(artifact or LAB_ROOT.parent / EMBEDDER_ARTIFACT, shipped)
+        unpack_artifact(artifact or embedder_artifact(), shipped)
         a, b = (load_file(str(folder / "model.safetensors")) for folder in (trained, shipped))
         manifests = [{k: v for k, v in json.loads((f / "model.json").read_text("utf-8")).items()
                       if k != "train_seconds"} for f in (trained, shipped)]

@@ -11,7 +11,6 @@ bytes where torch is the same).
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import tarfile
@@ -21,16 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from epic_edge.export.artifacts import LEARNED_ARTIFACT, unpack_artifact
-from epic_edge_lab import LAB_ROOT
+from epic_edge.export.artifacts import learned_artifact, unpack_artifact
+from epic_edge.export.bundle import sha256_file
 
 FILES = ("model.onnx", "model.json", "tokenizer.json")
 TOLERANCE = 1e-6  # largest |delta P(Keep)| on the labelled pairs that still counts as the same
 VOLATILE = ("train_seconds", "license")  # manifest fields a retraining may change (time, a path)
-
-
-def artifact_path() -> Path:
-    return LAB_ROOT.parent / LEARNED_ARTIFACT
 
 
 def pack(folder: Path, out: Path, files: tuple[str, ...] = FILES) -> Path:
@@ -46,17 +41,13 @@ def pack(folder: Path, out: Path, files: tuple[str, ...] = FILES) -> Path:
     return out
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def compare(trained: Path, shipped: Path, split: str = "all") -> dict[str, Any]:
     """A trained folder against the shipped one: bytes of each file, and P(Keep) of both models
     on the labelled pairs of `split`."""
     from epic_edge.backends.learned_verifier import LearnedVerifier
     from epic_edge_lab.calibrate import load_verification_set
 
-    same = {name: _sha256(trained / name) == _sha256(shipped / name) for name in FILES}
+    same = {name: sha256_file(trained / name) == sha256_file(shipped / name) for name in FILES}
     manifests = [{k: v for k, v in json.loads((folder / "model.json").read_text("utf-8")).items()
                   if k not in VOLATILE} for folder in (trained, shipped)]
     pairs = load_verification_set(split)
@@ -73,5 +64,5 @@ def check_artifact(trained: Path, artifact: Path | None = None) -> dict[str, Any
     """Unpack the committed artifact beside a fresh training and compare the two."""
     with tempfile.TemporaryDirectory(prefix="epic-artifact-") as tmp:
         shipped = Path(tmp)
-        unpack_artifact(artifact or artifact_path(), shipped)
+        unpack_artifact(artifact or learned_artifact(), shipped)
         return compare(trained, shipped)
