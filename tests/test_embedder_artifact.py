@@ -87,3 +87,15 @@ def test_weights_are_unpacked_again_when_the_artifact_changes(tmp_path):
     stamp.write_text("an older artifact")
     embedder_weights(tmp_path)
     assert (folder / "config.json").read_bytes() == config
+
+
+@pytest.mark.parametrize("command", ["train-embedder", "train-verifier"])
+def test_the_artifact_trainers_refuse_a_missing_trained_folder_before_any_work(
+        tmp_path, capsys, command):
+    lab = pytest.importorskip("epic_edge_lab.cli")
+    assert lab.main([command, "--from", str(tmp_path / "missing"), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "not a folder" in err and "missing" in err and "\n" not in err.strip()
+    (tmp_path / "trained").mkdir()
+    assert lab.main([command, "--from", str(tmp_path / "trained")]) == 2
+    assert "--from wants --check or --pack" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from epic_edge.cli.common import parser
+from epic_edge.errors import InvalidInputError
 
 
 def main(argv: list[str], command: str, about: str, artifact: str, same: str,
@@ -27,6 +28,12 @@ def main(argv: list[str], command: str, about: str, artifact: str, same: str,
     p.add_argument("--from", dest="trained", type=Path, default=None,
                    help="a folder trained already: check or pack it without training")
     args = p.parse_args(argv)
+    if args.trained is not None and not args.trained.is_dir():
+        raise InvalidInputError(f"--from {args.trained}: not a folder (a trained model's, as "
+                                "--out writes it)")
+    if args.trained is not None and not (args.check or args.pack):
+        raise InvalidInputError("--from wants --check or --pack: there is nothing else to do "
+                                "with a trained folder")
     with tempfile.TemporaryDirectory(prefix="epic-train-") as tmp:
         folder = args.trained or args.out or Path(tmp)
         if args.trained is None:
