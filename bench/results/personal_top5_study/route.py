@@ -12,13 +12,14 @@ z-score and rank among the persona's preferences; MiniLM's elementwise product q
 the written gate set's 1,536 preference questions (bench/personal/gate/), top-1 accuracy on the
 dev personas' preference questions. Results: results.md.
 
-    .venv/bin/python bench/results/personal_top5_study/route.py bench/results/personal.json
+    .venv/bin/python bench/results/personal_top5_study/route.py bench/results/personal.json \
+        [--personas 11-20,31-40,61-70,81-90]    # score only these dev personas' questions
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 import numpy as np
 from rerank import persona_mean, setup, top5_share  # this folder's other study
@@ -28,6 +29,7 @@ from epic_edge import registry
 from epic_edge.models import model_dir
 from epic_edge.profiles import load_profile
 from epic_edge_lab import keep_training, personal_data
+from epic_edge_lab.personal_data import number_range
 from epic_edge_lab.personal_walls import writer_of
 
 
@@ -51,7 +53,7 @@ def router_features(q: np.ndarray, prefs: np.ndarray) -> np.ndarray:
                                 np.argsort(np.argsort(-c)) == 0], 1), q[None, :] * prefs])
 
 
-def main(run_path: str) -> None:
+def main(run_path: str, scored: frozenset[int] | None = None) -> None:
     embedder, embed, kept = setup(run_path)
     verifier = registry.create("verifier", {**load_profile("linux-cpu").verifier,
                                             "keep_score": None}, model_dir())
@@ -68,7 +70,7 @@ def main(run_path: str) -> None:
                    "labels": np.array([[x in p.bears_on.get(i, ()) for x in order] for i in ids],
                                       float)}
         for q, qv in zip(p.questions, embed([q.text for q in p.questions])):
-            if q.prefs and q.answers:
+            if q.prefs and q.answers and (scored is None or p.number in scored):
                 cases.append((p.number, items, prefs, qv, np.array([x in q.prefs for x in order]),
                               np.array([i in q.answers for i in ids]),
                               np.array([i in memory for i in ids]), filings))
@@ -91,7 +93,10 @@ def main(run_path: str) -> None:
             (case[0], top5_share(case[1] @ case[3] + lam * case[7][filing] @ routed(
                 case, router, filing), case[5], case[6])) for case in cases)
 
-    print(f"cosine over the memory: {top5('oracle', 'memory', 0.0):.3f}\n")
+    everything = persona_mean((case[0], top5_share(case[1] @ case[3], case[5],
+                                                   np.ones_like(case[6]))) for case in cases)
+    print(f"{len(cases)} preference questions; store-everything {everything:.3f}, "
+          f"cosine over the memory: {top5('oracle', 'memory', 0.0):.3f}\n")
     print("| filing | lam | oracle router | softmax over preference cosine | + filed items |")
     print("|---|---|---|---|---|")
     for filing in ("memory", "soft", "labels"):
@@ -117,4 +122,9 @@ def main(run_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench/results/personal.json")
+    args = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    args.add_argument("run", nargs="?", default="bench/results/personal.json")
+    args.add_argument("--personas", type=number_range, default=None,
+                      help="score only these dev personas' questions (FIRST-LAST[,...])")
+    parsed = args.parse_args()
+    main(parsed.run, parsed.personas)
