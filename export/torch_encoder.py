@@ -25,12 +25,11 @@ def explicit_mask_encoder(encoder: Any, *, token_types: bool = True,
     learned cross-encoder's head reads).
     """
     torch, _ = _import_export_deps()
-    bert = encoder
 
     class ExplicitMaskEncoder(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.bert = bert
+            self.bert = encoder
 
         def _pooled(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
             hidden = self.bert.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
