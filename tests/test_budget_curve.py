@@ -72,3 +72,16 @@ def test_buffers_for_a_point_not_given_are_a_one_line_usage_error(tmp_path, caps
         budget_curve.main([f"1MB={run}", "--buffers", f"4MB:test={estimate}",
                            "--json", str(tmp_path / "curve.json")])
     assert stopped.value.code == 2 and "bad --buffers" in capsys.readouterr().err
+
+
+def test_each_budget_is_compared_with_the_one_before(tmp_path):
+    """steps: the larger budget's EPIC minus the smaller's, paired per question and split."""
+    _, empty = _run(tmp_path, "small.json", epic="empty")
+    _, same = _run(tmp_path, "large.json", epic="same")
+    added = budget_curve.steps({name: {q: v["epic"] for q, v in found.items()}
+                                for name, found in (("0.4MB", empty), ("1MB", same))})
+    assert list(added) == ["0.4MB -> 1MB"]
+    for split, figures in added["0.4MB -> 1MB"].items():
+        judged = budget_curve.point(tmp_path / "large.json", None, "t")[split]["epic"]
+        for axis in ("aligned", "answers", "both"):
+            assert figures[axis][0] == pytest.approx(judged[axis])  # from nothing found

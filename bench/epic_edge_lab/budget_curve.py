@@ -6,7 +6,8 @@ figures per budget, in one table (BENCHMARKS.md, *Quality against budget*).
 
 A run given as RUN:REPLAY takes EPIC's lists from a settings replay of it (its `--set` try
 named by --replay-try), for a run made before the shipped ranking: the same memories, ranked
-as the profile ranks them now.
+as the profile ranks them now. Each budget is also compared with the one given before it
+(`steps`: EPIC's paired difference per split and axis, what the larger budget adds).
 """
 
 from __future__ import annotations
@@ -28,11 +29,23 @@ AXES = ("aligned", "answers", "both", "unjudged")
 
 def point(run_path: Path, replay: Path | None, replay_try: str) -> dict[str, Any]:
     """One budget's judged figures per split: each system's, and EPIC's paired margins."""
+    return judged_point(run_path, replay, *read_lists(run_path, replay, replay_try))
+
+
+def read_lists(run_path: Path, replay: Path | None, replay_try: str
+               ) -> tuple[dict[str, Any], dict[str, dict[str, list[str]]]]:
+    """A saved run and its lists per question, EPIC's from `replay`'s `replay_try` when given."""
     run = json.loads(run_path.read_text(encoding="utf-8"))
     lists = {qid: dict(found) for qid, found in run["retrieved"].items()}
     if replay is not None:
         for qid, found in json.loads(replay.read_text(encoding="utf-8"))["retrieved"].items():
             lists[qid]["epic"] = found[replay_try]
+    return run, lists
+
+
+def judged_point(run_path: Path, replay: Path | None, run: dict[str, Any],
+                 lists: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
+    """point() of a run read already."""
     scored = score(lists, list(SYSTEMS), None)
     bytes_median = float(np.median([p["systems"]["epic"]["bytes"] for p in run["per_persona"]]))
     return {"run": run_path.name, "epic_from": replay.name if replay else "run",
@@ -40,6 +53,21 @@ def point(run_path: Path, replay: Path | None, replay_try: str) -> dict[str, Any
             **{split: {name: {**{a: cell[name][a] for a in AXES},
                               "vs_se": {a: cell[name][f"{a}_vs_first"] for a in AXES[:3]}}
                        for name in SYSTEMS} for split, cell in scored.items()}}
+
+
+def steps(epic: dict[str, dict[str, list[str]]]) -> dict[str, Any]:
+    """What each budget adds to the one before it (points in the order given): per split and
+    axis, EPIC's paired difference over the questions both ran, [mean, low, high] of its 95%
+    interval."""
+    names, out = list(epic), {}
+    for smaller, larger in zip(names, names[1:]):
+        both = sorted(set(epic[smaller]) & set(epic[larger]))
+        scored = score({q: {smaller: epic[smaller][q], larger: epic[larger][q]} for q in both},
+                       [smaller, larger], None)
+        out[f"{smaller} -> {larger}"] = {split: {a: cell[larger][f"{a}_vs_first"]
+                                                 for a in AXES[:3]}
+                                         for split, cell in scored.items()}
+    return out
 
 
 def personal_row(result: dict[str, Any], budget: str) -> dict[str, float]:
@@ -107,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="what the runs were, printed above the table in BENCHMARKS.md")
     p.add_argument("--json", type=Path, required=True)
     args = p.parse_args(argv)
-    points, personal = {}, {}
+    points, personal, epic = {}, {}, {}
     extra = json.loads(args.personal.read_text(encoding="utf-8")) if args.personal else None
     for spec in args.points:
         name, _, paths = spec.partition("=")
@@ -117,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"bad point {spec!r}: use NAME=RUN.json[:REPLAY.json], NAME like 0.4MB")
         if missing := [str(f) for f in files if not f.is_file()]:
             p.error(f"no such run file: {', '.join(missing)}")
-        points[name] = point(files[0], files[1] if replay else None, args.replay_try)
+        replay_path = files[1] if replay else None
+        read, lists = read_lists(files[0], replay_path, args.replay_try)
+        points[name] = judged_point(files[0], replay_path, read, lists)
+        epic[name] = {qid: found["epic"] for qid, found in lists.items()}
         budget = str(int(round(float(name[:-2]) * 1e6)))
         if extra and budget in extra["per_budget"]:
             personal[name] = personal_row(extra, budget)
@@ -130,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"bad --buffers {spec!r}: use NAME:SPLIT=ESTIMATE.json for a point given")
         points[name].setdefault("buffers", {})[split] = json.loads(
             Path(path).read_text(encoding="utf-8"))
-    args.json.write_text(json.dumps({"points": points, "personal": personal, "note": args.note},
-                                    indent=1) + "\n", encoding="utf-8")
+    added = steps(epic)
+    for step, figures in added.items():
+        print(step, {split: {a: [round(x, 3) for x in v] for a, v in cell.items()}
+                     for split, cell in figures.items()})
+    args.json.write_text(json.dumps({"points": points, "steps": added, "personal": personal,
+                                     "note": args.note}, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
