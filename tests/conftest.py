@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from epic_edge.backends.numpy_index import NumpyIndex
@@ -98,3 +102,25 @@ def jetson_bundle(weights, tmp_path_factory):
     """The jetson-orin-nano bundle without the int8 embedder (its ExportResult), once."""
     pytest.importorskip("torch")
     return _bundle(tmp_path_factory, "jetson-orin-nano", int8=False)
+
+
+@pytest.fixture
+def same_fit():
+    """Check a lab refit of a shipped calibrated file (keep score, question gate) against it:
+    byte for byte on a CPU like the one it was fit on; on another, ONNX Runtime's int8 kernels
+    round the embedder's vectors differently (an AVX2 CPU without VNNI against the AVX-512 VNNI
+    one of the fit: docs/personal-stream.md), so the same recipe within that spread."""
+
+    def check(refit: Path, shipped: Path) -> None:
+        if refit.read_bytes() == shipped.read_bytes():
+            return
+        new, old = json.loads(refit.read_text()), json.loads(shipped.read_text())
+        numbers = {"weights", "bias", "slope", "offset", "threshold"}
+        assert {k: v for k, v in new.items() if k not in numbers} == \
+            {k: v for k, v in old.items() if k not in numbers}
+        assert np.corrcoef(new["weights"], old["weights"])[0, 1] > 0.99
+        for key, spread in (("threshold", 0.02), ("slope", 0.05), ("offset", 0.05),
+                            ("bias", 0.1)):
+            assert abs(new[key] - old[key]) < spread, key
+
+    return check

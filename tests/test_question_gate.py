@@ -159,13 +159,13 @@ def test_another_embedder_turns_the_question_gate_off(tmp_path, reference_models
         assert memory.question_gate is None and memory.settings.question_gate is None
 
 
-def test_the_lab_reproduces_the_shipped_question_gate(tmp_path, reference_models, capsys):
+def test_the_lab_reproduces_the_shipped_question_gate(tmp_path, reference_models, capsys, same_fit):
     pytest.importorskip("epic_edge_lab")
     from epic_edge_lab.cli.train_question_gate import DEFAULT_OUT, main
 
     assert main(["--out", str(tmp_path / "g.json"), "--models", str(reference_models),
                  "--personas", "11-20,31-40,61-70,81-90"]) == 0  # as shipped
-    assert (tmp_path / "g.json").read_bytes() == DEFAULT_OUT.read_bytes()
+    same_fit(tmp_path / "g.json", DEFAULT_OUT)
     report = json.loads(capsys.readouterr().out.split("\nwritten ")[0])
     held = report["cross_fitted"]
     assert held["personal kinds"]["no_memory_preference"] <= 0.05
