@@ -88,13 +88,14 @@ def _export_embedder(job: ExportJob) -> dict[str, Any]:
 
 def export_onnx(job: ExportJob) -> dict[str, Any]:
     from epic_edge.export.minilm_onnx import export_minilm_onnx
-    from epic_edge.export.onnx_int8 import INT8_NAME, agreement, quantize_int8
+    from epic_edge.export.onnx_int8 import INT8_NAME, WEIGHT_STORAGE, agreement, quantize_int8
 
     folder = job.embedder_dir
     model = job.step("embedder onnx fp32", export_minilm_onnx, folder)
     if job.int8 or Path(str(job.profile.embedder.get("model"))).name == INT8_NAME:
         q = job.step("embedder onnx int8", quantize_int8, model)  # the profile embeds with it
         return {"int8": {"file": q.relative_to(job.out_dir).as_posix(), "per_channel": True,
+                         "stored": WEIGHT_STORAGE,
                          **agreement(model, q, folder / "tokenizer.json")}}
     return {}
 

@@ -13,6 +13,12 @@ from epic_edge.errors import ModelNotFoundError
 from epic_edge.optional import optional_import
 
 INT8_NAME = "model.int8.onnx"
+# How the int8 weights are stored: as uint8, each shifted by +128 with its zero point, so that
+# (w + 128) - (zp + 128) is the same integer. ONNX Runtime then runs its u8 x u8 kernels, whose
+# integer sums are exact on every CPU; its u8 x s8 kernels on x86 without VNNI add products in
+# pairs into 16 bits, which saturate, so the same file embedded differently on an AVX2 machine
+# than on a VNNI one (docs/personal-stream.md).
+WEIGHT_STORAGE = "int8 + 128 as uint8"
 # Real sentences of the kinds a memory sees, for the agreement check.
 CHECK_SENTENCES = (
     "I'm vegan, so please never suggest dishes with meat, fish, eggs or dairy.",
@@ -45,14 +51,45 @@ def quantize_int8(fp32_model: Path, out_path: Path | None = None, *,
     tmp = out_path.with_name(out_path.name + ".tmp")
     quantize_dynamic(str(fp32_model), str(tmp), per_channel=per_channel,
                      weight_type=QuantType.QInt8)
+    unsigned_weights(tmp)
     tmp.replace(out_path)
     meta_path = fp32_model.with_name("model.json")
     if meta_path.is_file() and out_path.parent == fp32_model.parent:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         meta["int8"] = {"file": out_path.name, "per_channel": per_channel,
-                        "weight_type": "QInt8", "method": "onnxruntime quantize_dynamic"}
+                        "weight_type": "QInt8", "stored": WEIGHT_STORAGE,
+                        "method": "onnxruntime quantize_dynamic"}
         meta_path.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return out_path
+
+
+def unsigned_weights(model_path: Path) -> int:
+    """Store the int8 weights of every MatMulInteger in `model_path` as uint8 (WEIGHT_STORAGE),
+    in place; the integer products are unchanged. Returns how many tensors were shifted."""
+    onnx = optional_import("onnx", "export", "int8 quantisation")
+    numpy_helper = optional_import("onnx.numpy_helper", "export", "int8 quantisation")
+    model = onnx.load(str(model_path))
+    graph = model.graph
+    tensors = {t.name: t for t in graph.initializer}
+    users: dict[str, set[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            users.setdefault(name, set()).add(node.op_type)
+    shifted = 0
+    for node in graph.node:
+        if node.op_type != "MatMulInteger" or len(node.input) < 4:
+            continue
+        for name in (node.input[1], node.input[3]):
+            tensor = tensors.get(name)
+            if tensor is None or tensor.data_type != onnx.TensorProto.INT8:
+                continue
+            if users[name] != {"MatMulInteger"}:
+                raise ValueError(f"int8 weight {name} also feeds {sorted(users[name])}")
+            values = numpy_helper.to_array(tensor).astype(np.int16) + 128
+            tensor.CopyFrom(numpy_helper.from_array(values.astype(np.uint8), name))
+            shifted += 1
+    onnx.save(model, str(model_path))
+    return shifted
 
 
 def _embed(ort: Any, tokenizer: Any, model: Path, texts: Sequence[str]) -> np.ndarray:

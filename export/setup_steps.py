@@ -26,11 +26,15 @@ def minilm_onnx(config: dict[str, Any], models: Path, force: bool = False) -> di
 
 
 def _quantized(fp32: Path) -> bool:
-    """True when the int8 copy was made from this fp32 export (quantize_int8 notes it in the
-    export's model.json; a new export writes model.json afresh, without the note)."""
+    """True when the int8 copy was made from this fp32 export, stored as it is today
+    (quantize_int8 notes both in the export's model.json; a new export writes model.json afresh,
+    without the note; a copy from before WEIGHT_STORAGE lacks it)."""
+    from epic_edge.export.onnx_int8 import WEIGHT_STORAGE
+
     try:
-        return "int8" in json.loads(fp32.with_name("model.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        meta = json.loads(fp32.with_name("model.json").read_text(encoding="utf-8"))
+        return meta.get("int8", {}).get("stored") == WEIGHT_STORAGE
+    except (OSError, ValueError, AttributeError):
         return False
 
 

@@ -107,9 +107,9 @@ def jetson_bundle(weights, tmp_path_factory):
 @pytest.fixture
 def same_fit():
     """Check a lab refit of a shipped calibrated file (keep score, question gate) against it:
-    byte for byte on a CPU like the one it was fit on; on another, ONNX Runtime's int8 kernels
-    round the embedder's vectors differently (an AVX2 CPU without VNNI against the AVX-512 VNNI
-    one of the fit: docs/personal-stream.md), so the same recipe within that spread."""
+    byte for byte on a CPU like the one it was fit on; on another, ONNX Runtime's float kernels
+    (attention, softmax, layer norm) round the embedder's vectors differently in their last
+    digits, so the same recipe within that spread (docs/personal-stream.md)."""
 
     def check(refit: Path, shipped: Path) -> None:
         if refit.read_bytes() == shipped.read_bytes():

@@ -4,6 +4,7 @@ the learned decision unpacked from its committed artifact, never trained here.""
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 from dataclasses import replace
 from pathlib import Path
@@ -95,7 +96,8 @@ def test_the_shipped_recipe_refuses_other_settings(tmp_path, monkeypatch, capsys
 
 def test_a_new_export_is_quantised_again(tmp_path, monkeypatch):
     """An int8 copy made from an older fp32 export (model.json rewritten without its int8
-    note, as a new export writes it) is made again; a current one is left alone."""
+    note, as a new export writes it) or stored the older way is made again; a current one is
+    left alone."""
     from epic_edge.export import minilm_onnx, onnx_int8
 
     folder = tmp_path / minilm_onnx.FOLDER
@@ -111,7 +113,8 @@ def test_a_new_export_is_quantised_again(tmp_path, monkeypatch):
 
     def quantize(fp32, out):
         made.append(out)
-        (fp32.with_name("model.json")).write_text('{"name": "fresh", "int8": {}}')
+        note = {"name": "fresh", "int8": {"stored": onnx_int8.WEIGHT_STORAGE}}
+        fp32.with_name("model.json").write_text(json.dumps(note))
 
     monkeypatch.setattr(minilm_onnx, "embedder_weights", lambda models=None: tmp_path)
     monkeypatch.setattr(minilm_onnx, "export_minilm_onnx", export)
@@ -120,3 +123,7 @@ def test_a_new_export_is_quantised_again(tmp_path, monkeypatch):
     assert made == [folder / onnx_int8.INT8_NAME]
     setup_steps.minilm_onnx({}, tmp_path)
     assert len(made) == 1  # the same export: its int8 copy stands
+    # a copy stored as signed int8 (before WEIGHT_STORAGE) is made again
+    (folder / "model.json").write_text('{"name": "fresh", "int8": {"weight_type": "QInt8"}}')
+    setup_steps.minilm_onnx({}, tmp_path)
+    assert len(made) == 2
