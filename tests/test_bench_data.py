@@ -92,6 +92,15 @@ def test_corpus_vectors_are_cached_and_served_by_text(tmp_path):
     emb.meta = {"weights_sha256": "a retrained artifact under the same name"}
     corpus_vectors("t", items, emb, tmp_path, progress=False)
     assert len(emb.calls) > calls  # other weights: embedded again, not served stale
+    calls = len(emb.calls)
+    emb.model_path = tmp_path / "model.int8.onnx"
+    emb.model_path.write_bytes(b"weights stored one way")
+    corpus_vectors("t", items, emb, tmp_path, progress=False)
+    assert len(emb.calls) > calls  # a model file of its own: embedded again
+    calls = len(emb.calls)
+    emb.model_path.write_bytes(b"the same weights stored another way")
+    corpus_vectors("t", items, emb, tmp_path, progress=False)
+    assert len(emb.calls) > calls  # the file changed under the same name and weights
 
 
 def test_cli_data_ls_and_bench_errors(tmp_path, monkeypatch, capsys):

@@ -20,11 +20,16 @@ BLOCK = 1024  # rows embedded between two saves of the partial cache
 
 def _key(embedder: Embedder, texts: Sequence[str]) -> str:
     """The cache key: the embedder's fingerprint, its weights' sha256 where its model.json
-    names one (a retrained artifact under the same name), and the texts."""
+    names one (a retrained artifact under the same name), the bytes of its model file where it
+    has one (the same weights quantised or stored otherwise embed otherwise), and the texts."""
     digest = hashlib.sha256(embedder.fingerprint.encode())
     weights = (getattr(embedder, "meta", None) or {}).get("weights_sha256")
     if weights:
         digest.update(str(weights).encode())
+    model = getattr(embedder, "model_path", None)
+    if model is not None and Path(model).is_file():
+        with open(model, "rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
     for text in texts:
         digest.update(hashlib.sha256(text.encode("utf-8")).digest())
     return digest.hexdigest()[:16]
