@@ -100,6 +100,9 @@ def test_pool_from_a_saved_run_writes_the_same_batches(tmp_path, quality_result)
         return sorted(p.read_text() for p in (tmp_path / name).glob("*.jsonl"))
 
     assert batches("saved") == batches("live")  # the same rows, passage text included
+    five = pooling.saved_run(saved, variants=False)  # `--from RUN --no-variants`
+    assert {name for lists in five["retrieved"].values() for name in lists} == set(SYSTEMS)
+    assert 0 < pooling.pool(five, tmp_path / "five", root=root)["rows"] < live["rows"]
     broken = json.loads(saved.read_text())
     next(iter(broken["retrieved"].values()))["store-everything"].append("0123456789ab")
     saved.write_text(json.dumps(broken))

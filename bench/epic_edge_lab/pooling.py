@@ -28,15 +28,21 @@ def pool(result: Mapping[str, Any], out: Path, rows_per_batch: int = 250,
             "batches": [str(p) for p in paths], "new_passages": new}
 
 
-def saved_run(path: Path) -> dict[str, Any]:
+def saved_run(path: Path, variants: bool = True) -> dict[str, Any]:
     """A saved `bench quality --json` run with its hits' passages read back from the cached
-    corpus it ran on (results never hold corpus text), ready for `pool`."""
+    corpus it ran on (results never hold corpus text), ready for `pool`; without `variants`,
+    only the five systems' hits (the retrieval variants' are left out)."""
     from epic_edge_lab import corpora
+    from epic_edge_lab.systems import SYSTEMS
 
     try:
         result = json.loads(Path(path).read_text(encoding="utf-8"))
         retrieved, corpus = result["retrieved"], result["corpus"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if not variants:
+            retrieved = result["retrieved"] = {
+                qid: {name: pids for name, pids in lists.items() if name in SYSTEMS}
+                for qid, lists in retrieved.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InvalidInputError(f"{path} is not a saved `bench quality --json` run ({exc})"
                                 ) from exc
     items = corpora.load(corpus)

@@ -134,10 +134,13 @@ def main(argv: list[str]) -> int:
     if args.bench == "pool":
         if args.saved and args.json:
             p.error(f"--json has no effect with --from: the run is saved already ({args.saved})")
-        result = pooling.saved_run(args.saved) if args.saved else quality.run(
-            args.split, corpus=args.corpus, personas=args.personas, verifier=args.verifier,
-            instructions=args.instructions, profile=args.profile, models=args.models,
-            tau=args.tau, variants=not args.no_variants, judged_root=args.judged)
+        if args.saved:
+            result = pooling.saved_run(args.saved, variants=not args.no_variants)
+        else:
+            result = quality.run(
+                args.split, corpus=args.corpus, personas=args.personas, verifier=args.verifier,
+                instructions=args.instructions, profile=args.profile, models=args.models,
+                tau=args.tau, variants=not args.no_variants, judged_root=args.judged)
         done = pooling.pool(result, args.out, root=args.judged)
         result.pop("passages")  # corpus text stays in the corpora, never in results
         common.write_json(result, args.json)
