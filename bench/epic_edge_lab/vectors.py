@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from epic_edge.export.bundle import sha256_file
 from epic_edge.protocols import Embedder
 from epic_edge.types import Item
 from epic_edge_lab import corpora
@@ -28,8 +29,7 @@ def _key(embedder: Embedder, texts: Sequence[str]) -> str:
         digest.update(str(weights).encode())
     model = getattr(embedder, "model_path", None)
     if model is not None and Path(model).is_file():
-        with open(model, "rb") as f:
-            digest.update(hashlib.file_digest(f, "sha256").digest())
+        digest.update(bytes.fromhex(sha256_file(model)))
     for text in texts:
         digest.update(hashlib.sha256(text.encode("utf-8")).digest())
     return digest.hexdigest()[:16]
