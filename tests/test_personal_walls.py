@@ -42,6 +42,7 @@ def test_oracle_rankings_know_the_question_s_preferences_and_no_more():
     assert out["recall"] == {
         "store-everything": 0.0,  # i2, the closest
         "memory, cosine": 0.0,  # i2
+        "perfect keep, cosine": 0.0,  # i2 bears on b
         "oracle, memory's filing": 0.0,  # only i1 is filed under a
         "oracle, labels' filing of the memory's items": 1.0,  # i1 and i4 bear on a: i4
         "oracle, labels' filing, every item": 1.0}
@@ -49,6 +50,9 @@ def test_oracle_rankings_know_the_question_s_preferences_and_no_more():
     assert out["best_matching_preference_touched"] == 0.0
     assert out["closest_preference_touched"] == 0.0  # b's text is the closer
     assert out["answers_bearing_on_a_touched_preference"] == 1.0  # i4 bears on a
+    two = personal_walls.oracle_top5([_persona()], kept, _embed, k=2)["recall"]
+    assert two["store-everything"] == 0.0  # i2, i3
+    assert two["perfect keep, cosine"] == 1.0  # i3 bears on nothing: i2, i4
 
 
 def test_an_empty_memory_is_a_clear_error():

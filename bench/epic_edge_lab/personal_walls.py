@@ -5,6 +5,7 @@ it filed it), the top-5 recall of the preference questions' answer items for ran
 which preferences a question touches, which no lookup knows: the entries filed under them first,
 by cosine (the memory's filing; the set's labels as the filing of the memory's items; the
 labels over every item of the stream). Beside them: store-everything, cosine over the memory,
+cosine over the items that bear on some preference (a perfect keep decision, no routing),
 how often the preference whose entries best match the question is one it touches (the
 best guess a lookup could make from its own memory) and how often the closest preference by
 text is, and the share of answer items that bear
@@ -39,7 +40,7 @@ from epic_edge_lab.personal_data import Persona
 from epic_edge_lab.personal_metrics import recall_at_k, top_ids
 
 FIRST = 2.0  # added to a cosine (at most 1) to rank an entry before every other
-SYSTEMS = ("store-everything", "memory, cosine", "oracle, memory's filing",
+SYSTEMS = ("store-everything", "memory, cosine", "perfect keep, cosine", "oracle, memory's filing",
            "oracle, labels' filing of the memory's items", "oracle, labels' filing, every item")
 
 
@@ -59,6 +60,7 @@ def oracle_top5(personas: Sequence[Persona], kept: Mapping[int, Mapping[str, Seq
         filed = np.array([[p in memory.get(i, ()) for p in prefs] for i in ids])
         labels = np.array([[p in persona.bears_on.get(i, ()) for p in prefs] for i in ids])
         mem_ids = [i for i, h in zip(ids, held) if h]
+        bears = np.array([bool(persona.bears_on.get(i)) for i in ids])
         pref_vectors = embed([persona.preferences[p] for p in prefs])
         for question in persona.questions:
             if not question.prefs or not question.answers:
@@ -71,6 +73,8 @@ def oracle_top5(personas: Sequence[Persona], kept: Mapping[int, Mapping[str, Seq
                         for a in question.answers]
             lists = {"store-everything": top_ids(s, ids, k),
                      "memory, cosine": top_ids(s[held], mem_ids, k),
+                     "perfect keep, cosine": top_ids(s[bears], [i for i, b in zip(ids, bears)
+                                                                 if b], k),
                      "oracle, memory's filing":
                          top_ids((s + FIRST * (filed @ touched > 0))[held], mem_ids, k),
                      "oracle, labels' filing of the memory's items":
