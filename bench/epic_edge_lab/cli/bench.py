@@ -40,7 +40,8 @@ def _judged_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", default="device",
                    help="bench corpus (default device: every fetched source, mixed)")
     p.add_argument("--no-variants", action="store_true",
-                   help="rank with the five systems only, not the retrieval variants")
+                   help="the five systems only, not the retrieval variants (quality: "
+                        "rank; pool --from: pool their hits only)")
     _judged_set_option(p)
 
 
