@@ -61,6 +61,7 @@ def oracle_top5(personas: Sequence[Persona], kept: Mapping[int, Mapping[str, Seq
         labels = np.array([[p in persona.bears_on.get(i, ()) for p in prefs] for i in ids])
         mem_ids = [i for i, h in zip(ids, held) if h]
         bears = np.array([bool(persona.bears_on.get(i)) for i in ids])
+        bearing_ids = [i for i, b in zip(ids, bears) if b]
         pref_vectors = embed([persona.preferences[p] for p in prefs])
         for question in persona.questions:
             if not question.prefs or not question.answers:
@@ -73,8 +74,7 @@ def oracle_top5(personas: Sequence[Persona], kept: Mapping[int, Mapping[str, Seq
                         for a in question.answers]
             lists = {"store-everything": top_ids(s, ids, k),
                      "memory, cosine": top_ids(s[held], mem_ids, k),
-                     "perfect keep, cosine": top_ids(s[bears], [i for i, b in zip(ids, bears)
-                                                                 if b], k),
+                     "perfect keep, cosine": top_ids(s[bears], bearing_ids, k),
                      "oracle, memory's filing":
                          top_ids((s + FIRST * (filed @ touched > 0))[held], mem_ids, k),
                      "oracle, labels' filing of the memory's items":

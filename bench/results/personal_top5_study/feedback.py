@@ -48,11 +48,13 @@ def main(run_path: str, scored: frozenset[int] | None) -> None:
     print("|---|---|---|---|---|")
     for m, beta, gamma in ((1, 0, 0), (3, 0.3, 0), (3, 0.6, 0), (3, 1, 0), (5, 0.5, 0),
                            (2, 0.5, 0), (3, 0, 0.2), (3, 0, 0.5), (5, 0, 0.3)):
-        cells = [persona_mean(
-            (n, top5_share(fed_back(q, items, pool, m, beta, gamma), a, pool))
-            for n, items, q, a, pool in ((n, it, q, a, held if over_memory else
-                                          np.ones_like(held)) for n, it, q, a, held in cases))
-            for over_memory in (True, False)]
+        cells = []
+        for over_memory in (True, False):
+            rows = []
+            for n, items, q, a, held in cases:
+                pool = held if over_memory else np.ones_like(held)
+                rows.append((n, top5_share(fed_back(q, items, pool, m, beta, gamma), a, pool)))
+            cells.append(persona_mean(rows))
         print(f"| {m} | {beta:g} | {gamma:g} | {cells[0]:.3f} | {cells[1]:.3f} |")
 
 

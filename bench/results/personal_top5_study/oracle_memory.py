@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from epic_edge.errors import InvalidInputError
 from epic_edge.types import Preference, Verdict
 from epic_edge_lab import personal, personal_data
 
@@ -45,8 +46,11 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    verifier = LabelVerifier(personal_data.load(args.data, args.split))
-    run = personal.run(args.data, args.split, verifier=verifier)
+    try:
+        verifier = LabelVerifier(personal_data.load(args.data, args.split))
+        run = personal.run(args.data, args.split, verifier=verifier)
+    except InvalidInputError as exc:
+        ap.error(str(exc))
     figures = run["per_budget"]["profile"]["summary"]
     if args.json:
         args.json.write_text(json.dumps(run, indent=1), encoding="utf-8")
