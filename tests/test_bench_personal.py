@@ -195,3 +195,42 @@ def test_a_real_run_with_the_linux_cpu_models(tmp_path):
     assert 0 < se <= 1  # the same embedder's cosine finds some answer item
     for kind in ("preference", "no_preference"):
         assert 0 <= summary["no_memory"][kind]["mean"] <= 1
+
+
+def _profile_run(profile: str, split: str, data: str, recall: float, pref_withheld: float
+                 ) -> dict:
+    """A saved `bench personal` run at the profile's budget with the figures the per-profile
+    table reads."""
+    cell = lambda mean: {"mean": mean, "ci": [mean - 0.05, mean + 0.05], "n": 20}  # noqa: E731
+    summary = {
+        "keep": {"keep_recall": cell(recall), "keep_precision": cell(0.61), "no_entry": 0,
+                 "preferences_with_items": 96},
+        "recall": {"preference": {"epic": cell(0.60), "recency": cell(0.45),
+                                  "random": cell(0.44),
+                                  "store-everything": {**cell(0.48), "vs_epic": cell(0.12)}}},
+        "no_memory": {"no_preference": cell(0.95), "preference": cell(pref_withheld)}}
+    return {"bench": "personal", "profile": profile, "embedder": "m:mean:384:int8",
+            "split": split, "data": data, "budgets": ["profile"],
+            "per_budget": {"profile": {"summary": summary}}}
+
+
+def test_the_per_profile_table_lists_each_profile_and_set_with_the_targets_it_misses(tmp_path):
+    runs = {"personal.json": ("linux-cpu", "dev", "personas", 0.94, 0.02),
+            "personal-test.json": ("linux-cpu", "test", "personas", 0.88, 0.03)}
+    for name, (profile, split, data, recall, withheld) in runs.items():
+        common.write_json(_profile_run(profile, split, data, recall, withheld), tmp_path / name)
+    assert personal_report.profiles_section(tmp_path) == []  # one profile: nothing to compare
+    common.write_json({**_profile_run("phone", "dev", "personas", 0.9, 0.0),
+                       "budgets": ["100000"]}, tmp_path / "personal-budgets.json")
+    assert personal_report.profiles_section(tmp_path) == []  # a budget curve is not a row
+    common.write_json(_profile_run("phone", "all", "heldout/personas", 0.80, 0.08),
+                      tmp_path / "personal-phone-heldout.json")
+    common.write_json(_profile_run("phone", "test", "personas", 0.86, 0.05),
+                      tmp_path / "personal-phone-test.json")
+    rows = [line for line in "\n".join(personal_report.profiles_section(tmp_path)).splitlines()
+            if line.startswith(("| linux-cpu", "| phone"))]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [c[:3] for c in cells] == [["linux-cpu", "int8", "dev"], ["linux-cpu", "int8", "test"],
+                                      ["phone", "int8", "test"], ["phone", "int8", "held out"]]
+    assert [c[-1] for c in cells] == ["none", "none", "none", "keep, pref gate"]
+    assert cells[0][5] == "0.600 vs 0.480 (+0.120 (+0.070 to +0.170))"
