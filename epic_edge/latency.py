@@ -192,6 +192,8 @@ def render(result: dict[str, Any]) -> str:
         f"embedding, whose weights have flushed the CPU caches); warm, back to back "
         f"{s['steer_warm_median_ms']:.4f} ms",
         f"- peak RSS {result['peak_rss_mb']:.0f} MiB; model load {result['load_s']:.1f} s",
+        *([f"- machine: {measuring.machine_line(result['machine'])}"]
+          if result.get("machine") else []),
     ])
 
 

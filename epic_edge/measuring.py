@@ -67,6 +67,13 @@ def machine() -> dict[str, Any]:
             "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
+def machine_line(m: dict[str, Any]) -> str:
+    """`machine()` in words, as BENCHMARKS.md prints it."""
+    load = ", ".join(f"{x:.1f}" for x in m.get("load_avg", []))
+    return (f"{m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, "
+            f"load average {load} at {m['date']}")
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process in MiB (Linux reports KiB, macOS bytes)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -249,6 +249,7 @@ def test_latency_json_shape_with_template_verifier():
     assert r["per_item"]["counts"]["items"] == 16 and r["per_item"]["counts"]["llm_calls"] == 0
     assert r["summary"]["reference_over_ours"] > 0 and r["peak_rss_mb"] > 0
     assert "paper reference path" in latency.render(r)
+    assert f"- machine: {r['machine']['cpu']}, {r['machine']['cores']} cores" in latency.render(r)
 
 
 def test_latency_times_the_profiles_own_ranking_unless_given_an_embedder(monkeypatch):

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from epic_edge import latency
+from epic_edge import latency, measuring
 from epic_edge_lab import (
     budget_curve,
     common,
@@ -64,11 +64,11 @@ def markdown(results: dict[str, Any], out: Path, command: str = COMMAND) -> str:
         "# Benchmarks",
         "",
         f"Regenerate with `{command}` (about 35-60 min on a 2-core CPU; `--personas 0-4` for a "
-        "quick run; `--reuse` re-renders from the JSON files). Figures from one machine, "
-        "measured while other jobs shared it: timings are noisy, read medians.",
+        "quick run; `--reuse` re-renders from the JSON files). Figures from 2-core VMs, "
+        "measured while other jobs shared them: timings are noisy, read medians. Each run's "
+        "JSON records its machine; the latency breakdown names its own.",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, "
-        f"load average {', '.join(f'{x:.1f}' for x in m.get('load_avg', []))} at {m['date']}.",
+        f"Machine of the judged run: {measuring.machine_line(m)}.",
         "",
         "## Judged retrieval quality (`epic-edge bench quality`)",
         "",
