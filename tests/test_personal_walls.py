@@ -141,3 +141,7 @@ def test_bad_bounds_are_a_usage_error_before_any_work(capsys, monkeypatch):
         personal_walls.main(["gate-writers", "--bounds", "0.4,high"])
     assert stop.value.code == 2
     assert "--bounds wants numbers like 0.38,0.45, got '0.4,high'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        personal_walls.main(["gate-writers", "--served", "1.5"])
+    assert stop.value.code == 2 and "--served must be in (0, 1), got 1.5" in (
+        capsys.readouterr().err)

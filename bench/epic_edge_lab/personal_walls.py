@@ -21,7 +21,7 @@ Each writer wrote the personas of one decade (bench/personal/PROVENANCE.md): p01
 
     python -m epic_edge_lab.personal_walls top5 bench/results/personal.json --split dev
     python -m epic_edge_lab.personal_walls keep-writers
-    python -m epic_edge_lab.personal_walls gate-writers --bounds 0.38,0.45,0.5
+    python -m epic_edge_lab.personal_walls gate-writers --bounds 0.38,0.45,0.5 [--served 0.98]
 """
 
 from __future__ import annotations
@@ -165,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
                       help="closest-preference bounds to report, comma-separated")
     gate.add_argument("--gate-set", type=Path, default=None,
                       help="written gate set (default bench/personal/gate/questions.jsonl)")
+    gate.add_argument("--served", type=float, default=0.97,
+                      help="share of preference questions each refit's threshold gives memory, "
+                           "cross-fitted (default 0.97, as train-question-gate)")
     for step in (top5, sub.choices["keep-writers"], gate):
         step.add_argument("--data", type=Path, default=None, help="personal-stream set folder")
         step.add_argument("--profile", default="linux-cpu")
@@ -211,6 +214,8 @@ def _gate_writers(args: argparse.Namespace, profile: Any) -> dict[str, Any]:
     except ValueError:
         raise InvalidInputError(f"--bounds wants numbers like 0.38,0.45, got {args.bounds!r}"
                                 ) from None
+    if not 0.0 < args.served < 1.0:
+        raise InvalidInputError(f"--served must be in (0, 1), got {args.served}")
     personas = personal_data.load(args.data, "dev")
     embed = registry.create("embedder", profile.embedder, model_dir()).embed
     written = gate_training.gate_set(args.gate_set or gate_training.GATE_SET)
@@ -218,7 +223,7 @@ def _gate_writers(args: argparse.Namespace, profile: Any) -> dict[str, Any]:
     writer = np.array([writer_of(p.number) for p in personas for _ in p.questions])
     report = gate_training.by_writer(data, embed(data.text),
                                      gate_training.personal_closest(personas, embed),
-                                     writer, bounds)
+                                     writer, bounds, args.served)
     for row in report.values():
         row["per_writer"] = {writer_label(w): rates for w, rates in row["per_writer"].items()}
     return report

@@ -10,7 +10,8 @@ preference (temperature 1/20), or that softmax over cosine plus the best filed i
 The learned router: a logistic over (question, preference) features (cosine and its margin,
 z-score and rank among the persona's preferences; MiniLM's elementwise product q*p), trained on
 the written gate set's 1,536 preference questions (bench/personal/gate/), top-1 accuracy on the
-dev personas' preference questions. Results: results.md.
+dev personas' preference questions; and the closest preference by text read through the
+questions written for its nearest gate-set preferences. Results: results.md.
 
     .venv/bin/python bench/results/personal_top5_study/route.py bench/results/personal.json \
         [--personas 11-20,31-40,61-70,81-90]    # score only these dev personas' questions
@@ -119,6 +120,20 @@ def main(run_path: str, scored: frozenset[int] | None = None) -> None:
         hit = [case[4][np.argmax(model.decision_function(
             router_features(case[3], case[2])[:, cols]))] for case in cases]
         print(f"learned on the gate set ({len(y)} questions), {name}: {np.mean(hit):.3f}")
+    # each preference read through the questions written for its k nearest gate-set preferences
+    texts = [(p["text"], [q["text"] for q in g["questions"] if p["id"] in q["prefs"]])
+             for g in gate for p in g["preferences"]]
+    neighbours = embed([t for t, _ in texts])
+    asked = [embed(qs) if qs else np.zeros((0, neighbours.shape[1])) for _, qs in texts]
+    for k in (5, 10):
+        hit = []
+        for case in cases:
+            near = [np.argsort(-(neighbours @ p))[:k] for p in case[2]]
+            written = [np.vstack([asked[n] for n in ns]) @ case[3] for ns in near]
+            score = case[2] @ case[3] + np.array([w.max() if len(w) else 0.0 for w in written])
+            hit.append(case[4][np.argmax(score)])
+        print(f"closest by text + best question written for its {k} nearest gate-set "
+              f"preferences: {np.mean(hit):.3f}")
 
 
 if __name__ == "__main__":
