@@ -120,12 +120,17 @@ def rates(y: np.ndarray, withheld: np.ndarray) -> dict[str, float | None]:
             "no_memory_preference": share(withheld[y == 0])}
 
 
+def check_served(served: float) -> None:
+    """The share of preference questions a threshold serves must lie strictly in (0, 1)."""
+    if not 0.0 < served < 1.0:
+        raise InvalidInputError(f"--served must be in (0, 1), got {served}")
+
+
 def train(data: Questions, vectors: np.ndarray, served: float, trained_on: str,
           c: float = C, buckets: int = BUCKETS, scale: float = WORD_SCALE
           ) -> tuple[QuestionGate, dict[str, Any]]:
     """Fit on every question; calibrate and set the threshold from cross-fitted scores."""
-    if not 0.0 < served < 1.0:
-        raise InvalidInputError(f"--served must be in (0, 1), got {served}")
+    check_served(served)
     x, y = gate_features(vectors, data.text, buckets, scale), data.unrelated
     held = cross_fitted(x, y, folds(data.persona), c)
     slope, offset = logistic(held[:, None], y, 1e6)

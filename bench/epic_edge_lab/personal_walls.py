@@ -214,8 +214,7 @@ def _gate_writers(args: argparse.Namespace, profile: Any) -> dict[str, Any]:
     except ValueError:
         raise InvalidInputError(f"--bounds wants numbers like 0.38,0.45, got {args.bounds!r}"
                                 ) from None
-    if not 0.0 < args.served < 1.0:
-        raise InvalidInputError(f"--served must be in (0, 1), got {args.served}")
+    gate_training.check_served(args.served)
     personas = personal_data.load(args.data, "dev")
     embed = registry.create("embedder", profile.embedder, model_dir()).embed
     written = gate_training.gate_set(args.gate_set or gate_training.GATE_SET)

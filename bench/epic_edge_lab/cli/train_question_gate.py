@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from epic_edge.cli.common import add_profile_options, parser
-from epic_edge.errors import InvalidInputError
 from epic_edge.profiles import load_profile
 from epic_edge_lab import personal_data
 
@@ -33,11 +32,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--check", action="store_true", help="fit and print only; write nothing")
     add_profile_options(p)
     args = p.parse_args(argv)
-    if not 0.0 < args.served < 1.0:
-        raise InvalidInputError("--served must be in (0, 1)")
     from epic_edge import registry
     from epic_edge.models import model_dir
     from epic_edge_lab import gate_training
+
+    gate_training.check_served(args.served)
 
     profile = load_profile(args.profile)
     personas = personal_data.load(args.data, "dev", args.personas)
