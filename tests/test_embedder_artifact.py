@@ -28,22 +28,35 @@ def test_the_artifact_holds_the_shipped_embedder_and_nothing_else(tmp_path):
     assert manifest["settings"] == training.SETTINGS
 
 
-def test_the_check_sees_a_changed_weight(tmp_path):
+def test_the_check_sees_a_changed_weight_and_a_changed_model(tmp_path):
     """compare() is what `train-embedder --check` reports: the artifact against itself
-    reproduces; one weight moved by more than one fp16 step does not."""
+    reproduces exactly; one weight moved by more than one fp16 step is no longer exact (and
+    barely moves a vector); the feed-forward weights moved by 1% move vectors past the output
+    tolerance (a rerun on another CPU moved them by 2e-7, another seed by 2e-2)."""
     training = pytest.importorskip("epic_edge_lab.embedder_training")
     from safetensors.numpy import load_file, save_file
 
+    probe = ["Tokyo 14h, never again", "I avoid flights longer than three hours",
+             "wifi password is on the fridge", "where should we eat on Sunday?"]
     unpack_artifact(ARTIFACT, tmp_path)
-    assert training.compare(tmp_path)["reproduces"]
-    tensors = load_file(str(tmp_path / "model.safetensors"))
+    result = training.compare(tmp_path, probe=probe)
+    assert result["exact"] and result["reproduces"] and result["max_output_gap"] < 1e-6
+    weights = tmp_path / "model.safetensors"
+    tensors = load_file(str(weights))
     name = sorted(tensors)[0]
     tensors[name] = tensors[name].copy()
     tensors[name].flat[0] += np.float16(4) * np.spacing(tensors[name].flat[0])
-    save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
-    result = training.compare(tmp_path)
-    assert not result["reproduces"] and result["max_fp16_steps"] > training.TOLERANCE
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    result = training.compare(tmp_path, probe=probe)
+    assert not result["exact"] and result["max_fp16_steps"] > training.TOLERANCE
     assert result["weights_moved"] == 1
+    noise = np.random.default_rng(0)
+    for layer in (k for k in tensors if k.endswith("intermediate.dense.weight")):
+        moved = 1 + 0.01 * noise.standard_normal(tensors[layer].shape)
+        tensors[layer] = (tensors[layer] * moved).astype(np.float16)
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    result = training.compare(tmp_path, probe=probe)
+    assert not result["reproduces"] and result["max_output_gap"] > training.OUTPUT_TOLERANCE
 
 
 def test_training_pairs_read_every_kind_of_label():

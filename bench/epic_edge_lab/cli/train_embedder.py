@@ -14,6 +14,8 @@ def main(argv: list[str]) -> int:
         "writers' personas and the written gate set; epic_edge_lab.embedder_training, "
         "deterministic for its seed; ~5 min on 2 cores) and check that it reproduces the "
         "committed artifact that `epic-edge setup` exports, or pack a new one.",
-        "artifacts/epic-minilm.tar.xz", "every weight within one fp16 step and the same manifest",
+        "artifacts/epic-minilm.tar.xz",
+        "the same manifest, and every weight within one fp16 step or every probe text's "
+        "vector within 1e-5 of the artifact's",
         lambda folder: train_shipped(folder, progress=True), compare,
         lambda folder, out: pack(folder, out, FILES))
