@@ -60,11 +60,12 @@ def test_an_empty_memory_is_a_clear_error():
         personal_walls.oracle_top5([_persona()], {1: {}}, _embed)
 
 
-def _pairs(flip_writer: int) -> tuple[keep_training.Pairs, list[int]]:
-    """Ten personas of two writers, one item per pair: the label follows the first feature,
-    except for `flip_writer`'s personas, where it follows its negation."""
+def _pairs(flip_writer: int, numbers: tuple[int, ...] = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
+           ) -> tuple[keep_training.Pairs, list[int]]:
+    """Ten personas of two writers (or as `numbers` says), one item per pair: the label follows
+    the first feature, except for `flip_writer`'s personas, where it follows its negation."""
     rng = np.random.default_rng(0)
-    numbers = [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]
+    numbers = list(numbers)
     rows, labels, persona = [], [], []
     for position, number in enumerate(numbers):
         signal = rng.normal(size=40)
@@ -90,6 +91,19 @@ def test_keep_by_writer_scores_each_writer_with_a_model_that_never_saw_it():
     # persona folds keep the other personas of both writers in training
     assert out["persona_folds"]["pair_auc"] > out["by_writer"]["pair_auc"]
     json.dumps(out)  # what the command prints
+
+
+def test_the_writer_curve_never_fits_on_the_writer_it_scores():
+    """Three writers the embedder was not tuned on (p11-p20, p31-p40, p61-p70); p61-p70's
+    labels run backwards, so its precision stays at the base rate unless a fit saw it."""
+    data, numbers = _pairs(flip_writer=6, numbers=(11, 13, 15, 31, 33, 35, 61, 63, 65))
+    curve = personal_walls.keep_by_writer(data, numbers, tau=0.15)["by_training_writers"]
+    assert curve["writers"] == ["p11-p20", "p31-p40", "p61-p70"]
+    assert set(curve["curve"]) == {"1", "2"}
+    for k in ("1", "2"):
+        assert curve["curve"][k]["per_writer"]["p61-p70"] < 0.5
+    # scored by a fit on p31-p40 (right) and one on p61-p70 (backwards): in between
+    assert 0.5 < curve["curve"]["1"]["per_writer"]["p11-p20"] < 0.95
 
 
 def test_bad_run_file_is_a_usage_error(tmp_path, capsys):

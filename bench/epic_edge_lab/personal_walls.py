@@ -12,7 +12,8 @@ text is, and the share of answer items that bear
 on a preference their question touches.
 `keep-writers`: the keep score's recipe fitted without one writer's dev personas at a time and
 scored on them (precision at keep recall 0.85, pooled and per writer), beside the shipped
-folds, which keep a writer's other personas in training.
+folds, which keep a writer's other personas in training, and a learning curve over the writers
+the embedder was not tuned on (each scored by fits on k of the others).
 `gate-writers`: the question gate refit without one writer's dev questions at a time and
 applied to them, at each closest-preference bound (`question_gate_below`): the shares of
 no-preference and preference questions given no memory, pooled and per writer.
@@ -27,6 +28,7 @@ Each writer wrote the personas of one decade (bench/personal/PROVENANCE.md): p01
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -140,7 +142,8 @@ def keep_by_writer(data: keep_training.Pairs, numbers: Sequence[int], tau: float
         return float(labels[items >= cut].mean())
 
     by_persona = keep_training.cross_fitted(data)
-    return {"recall": recall, "tau": tau,
+    return {"recall": recall, "tau": tau, "by_training_writers": _writer_curve(data, writer,
+                                                                             precision),
             "persona_folds": {"precision": precision(by_persona),
                               "pair_auc": keep_training.auc(data.y, by_persona)},
             "by_writer": {"precision": precision(by_writer),
@@ -148,6 +151,32 @@ def keep_by_writer(data: keep_training.Pairs, numbers: Sequence[int], tau: float
             "per_writer": {writer_label(w):
                            precision(by_writer, item_writer == w) for w in np.unique(writer)},
             "pair_auc_cosine": keep_training.auc(data.y, data.cosine)}
+
+
+def _writer_curve(data: keep_training.Pairs, writer: np.ndarray,
+                  precision: Callable[[np.ndarray, np.ndarray], float]) -> dict[str, Any]:
+    """Does the recipe gain from more writers? Each writer the embedder was not tuned on is
+    scored by fits on every choice of k of the others (k = 1, 2, ...): mean precision over the
+    choices, then over the scored writers."""
+    from epic_edge_lab.embedder_training import FIT_ON
+    from epic_edge_lab.personal_data import number_range
+
+    untuned = sorted({writer_of(n) for n in number_range(FIT_ON)} & set(writer.tolist()))
+    item_writer = np.zeros(len(data.item_label), int)
+    item_writer[data.item] = writer
+    curve: dict[str, Any] = {}
+    for k in range(1, len(untuned)):
+        means = []
+        for scored in untuned:
+            others = [w for w in untuned if w != scored]
+            fits = [keep_training.linear_score(data.x[np.isin(writer, c)],
+                                               data.y[np.isin(writer, c)])
+                    for c in itertools.combinations(others, k)]
+            means.append(float(np.mean([precision(data.x @ w + b, item_writer == scored)
+                                        for w, b in fits])))
+        curve[str(k)] = {"precision": float(np.mean(means)),
+                         "per_writer": dict(zip(map(writer_label, untuned), means))}
+    return {"writers": [writer_label(w) for w in untuned], "curve": curve}
 
 
 def main(argv: list[str] | None = None) -> None:
