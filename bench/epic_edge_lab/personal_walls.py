@@ -142,8 +142,8 @@ def keep_by_writer(data: keep_training.Pairs, numbers: Sequence[int], tau: float
         return float(labels[items >= cut].mean())
 
     by_persona = keep_training.cross_fitted(data)
-    return {"recall": recall, "tau": tau, "by_training_writers": _writer_curve(data, writer,
-                                                                             precision),
+    return {"recall": recall, "tau": tau,
+            "by_training_writers": _writer_curve(data, writer, item_writer, precision),
             "persona_folds": {"precision": precision(by_persona),
                               "pair_auc": keep_training.auc(data.y, by_persona)},
             "by_writer": {"precision": precision(by_writer),
@@ -153,27 +153,32 @@ def keep_by_writer(data: keep_training.Pairs, numbers: Sequence[int], tau: float
             "pair_auc_cosine": keep_training.auc(data.y, data.cosine)}
 
 
-def _writer_curve(data: keep_training.Pairs, writer: np.ndarray,
+def _writer_curve(data: keep_training.Pairs, writer: np.ndarray, item_writer: np.ndarray,
                   precision: Callable[[np.ndarray, np.ndarray], float]) -> dict[str, Any]:
     """Does the recipe gain from more writers? Each writer the embedder was not tuned on is
     scored by fits on every choice of k of the others (k = 1, 2, ...): mean precision over the
-    choices, then over the scored writers."""
+    choices, then over the scored writers. `writer` is each pair's, `item_writer` each
+    item's."""
     from epic_edge_lab.embedder_training import FIT_ON
     from epic_edge_lab.personal_data import number_range
 
     untuned = sorted({writer_of(n) for n in number_range(FIT_ON)} & set(writer.tolist()))
-    item_writer = np.zeros(len(data.item_label), int)
-    item_writer[data.item] = writer
+    fits: dict[tuple[int, ...], np.ndarray] = {}  # each choice of writers fitted once
+
+    def scores(chosen: tuple[int, ...]) -> np.ndarray:
+        if chosen not in fits:
+            rows = np.isin(writer, chosen)
+            weights, bias = keep_training.linear_score(data.x[rows], data.y[rows])
+            fits[chosen] = data.x @ weights + bias
+        return fits[chosen]
+
     curve: dict[str, Any] = {}
     for k in range(1, len(untuned)):
         means = []
         for scored in untuned:
             others = [w for w in untuned if w != scored]
-            fits = [keep_training.linear_score(data.x[np.isin(writer, c)],
-                                               data.y[np.isin(writer, c)])
-                    for c in itertools.combinations(others, k)]
-            means.append(float(np.mean([precision(data.x @ w + b, item_writer == scored)
-                                        for w, b in fits])))
+            means.append(float(np.mean([precision(scores(c), item_writer == scored)
+                                        for c in itertools.combinations(others, k)])))
         curve[str(k)] = {"precision": float(np.mean(means)),
                          "per_writer": dict(zip(map(writer_label, untuned), means))}
     return {"writers": [writer_label(w) for w in untuned], "curve": curve}
