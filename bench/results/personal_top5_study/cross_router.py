@@ -16,6 +16,7 @@ touches), beside the closest preference by the embedder's cosine (fp32 torch vec
 
 from __future__ import annotations
 
+import argparse
 import random
 import time
 
@@ -40,6 +41,8 @@ def preference_questions(personas):
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     torch.manual_seed(0)
     rng = random.Random(0)
     folder = embedder_weights(model_dir())
