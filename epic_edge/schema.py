@@ -141,8 +141,10 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
 def foreign(conn: sqlite3.Connection) -> str | None:
     """Why an existing SQLite file is not a memory (another application's data), so that no
     write turns it into one; None when it is a memory (its creation may have stopped before
-    the embedder was recorded)."""
-    if _CORE_TABLES <= _tables(conn):
+    the embedder was recorded) or holds nothing at all (a creation stopped between the WAL
+    switch, which writes the file's header, and the schema's commit)."""
+    holds_nothing = not conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    if holds_nothing or _CORE_TABLES <= _tables(conn):
         return None
     return "is not an epic-edge memory file (another application's data?); it was left as it is"
 

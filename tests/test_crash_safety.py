@@ -30,6 +30,27 @@ def _fake(path, **kw):
     return Memory.open(path, embedder=BagOfWordsEmbedder(), tau=0.1, **kw)
 
 
+def test_a_creation_killed_before_its_schema_reopens_as_a_memory(tmp_path):
+    """A kill between the WAL switch (which writes the header) and the schema's commit leaves
+    a SQLite file that holds nothing: the next open finishes the memory; a file with another
+    application's table is still refused."""
+    path = tmp_path / "m.epic"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    assert path.stat().st_size > 0
+    with _fake(path) as memory:
+        memory.add_preferences(["I follow a vegan diet"])
+    with _fake(path) as memory:
+        assert [p.text for p in memory.preferences()] == ["I follow a vegan diet"]
+    other = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.close()
+    with pytest.raises(MemoryFileError, match="another application"):
+        _fake(other)
+
+
 def test_truncated_file_is_a_clear_error(tmp_path):
     path = tmp_path / "m.epic"
     with _fake(path) as memory:
