@@ -5,8 +5,9 @@
 `epic-edge setup` unpacks artifacts/epic-verifier-minilm.tar.xz (export/artifacts.py) instead
 of training; this module is how the artifact was made and how anyone checks it reproduces: the
 shipped recipe is deterministic for its seed, so a retraining gives the same model.json (but
-its training time) and the same P(Keep) on every labelled pair (within 1e-6; the same ONNX
-bytes where torch is the same).
+its training time) and the same P(Keep) on every labelled pair (within TOLERANCE; the same
+ONNX bytes where torch is the same). Another CPU's float rounding moves P(Keep) by about 1e-6,
+another seed by a median 0.03 (docs/personal-stream.md): the tolerance sits between the two.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from epic_edge.export.artifacts import learned_artifact, unpack_artifact
 from epic_edge.export.bundle import sha256_file
 
 FILES = ("model.onnx", "model.json", "tokenizer.json")
-TOLERANCE = 1e-6  # largest |delta P(Keep)| on the labelled pairs that still counts as the same
+TOLERANCE = 1e-5  # largest |delta P(Keep)| on the labelled pairs that still counts as the same
 VOLATILE = ("train_seconds", "license")  # manifest fields a retraining may change (time, a path)
 
 
@@ -55,8 +56,10 @@ def compare(trained: Path, shipped: Path, split: str = "all") -> dict[str, Any]:
     scores = [np.asarray(LearnedVerifier(folder / "model.onnx").score_pairs(prefs, passages))
               for folder in (trained, shipped)]
     delta = float(np.max(np.abs(scores[0] - scores[1])))
+    threshold = float(manifests[1]["threshold"])
+    flips = int(np.sum((scores[0] >= threshold) != (scores[1] >= threshold)))
     return {"same_bytes": same, "same_manifest": manifests[0] == manifests[1],
-            "pairs": len(pairs), "max_abs_delta": delta,
+            "pairs": len(pairs), "max_abs_delta": delta, "decisions_differ": flips,
             "reproduces": manifests[0] == manifests[1] and delta <= TOLERANCE}
 
 
