@@ -138,13 +138,16 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
+def _holds_nothing(conn: sqlite3.Connection) -> bool:
+    return not conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+
+
 def foreign(conn: sqlite3.Connection) -> str | None:
     """Why an existing SQLite file is not a memory (another application's data), so that no
     write turns it into one; None when it is a memory (its creation may have stopped before
     the embedder was recorded) or holds nothing at all (a creation stopped between the WAL
     switch, which writes the file's header, and the schema's commit)."""
-    holds_nothing = not conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    if holds_nothing or _CORE_TABLES <= _tables(conn):
+    if _holds_nothing(conn) or _CORE_TABLES <= _tables(conn):
         return None
     return "is not an epic-edge memory file (another application's data?); it was left as it is"
 
@@ -152,6 +155,9 @@ def foreign(conn: sqlite3.Connection) -> str | None:
 def unreadable(conn: sqlite3.Connection) -> str | None:
     """Why a file cannot be read as it is (read-only opens migrate nothing); None if it can."""
     tables = _tables(conn)
+    if _holds_nothing(conn):
+        return ("holds nothing yet (a memory whose creation stopped?): open it once for "
+                "writing (e.g. `epic-edge ingest`) to finish it")
     if not _CORE_TABLES <= tables or not _meta(conn, "embedder"):
         return "is not an epic-edge memory file"
     if "judged" not in tables:

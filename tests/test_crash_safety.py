@@ -39,6 +39,10 @@ def test_a_creation_killed_before_its_schema_reopens_as_a_memory(tmp_path):
     conn.execute("PRAGMA journal_mode=WAL")
     conn.close()
     assert path.stat().st_size > 0
+    before = path.read_bytes()
+    with pytest.raises(MemoryFileError, match="holds nothing yet.*open it once for writing"):
+        _fake(path, read_only=True)
+    assert path.read_bytes() == before
     with _fake(path) as memory:
         memory.add_preferences(["I follow a vegan diet"])
     with _fake(path) as memory:
